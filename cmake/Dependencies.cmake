@@ -1,0 +1,44 @@
+# Finds the Debian-packaged libraries and papers over their packaging traps (shared/BUILD-NOTES.md).
+find_package(PkgConfig REQUIRED)
+# cpp-httplib ships no CMake config, and it is a compiled library whose ABI depends on the
+# OPENSSL/ZLIB/BROTLI defines: only ever link it through this pkg-config target.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib>=0.11)
+add_library(httplib::httplib ALIAS PkgConfig::HTTPLIB)
+
+find_package(RapidJSON CONFIG REQUIRED)
+add_library(gse_rapidjson INTERFACE)
+target_include_directories(gse_rapidjson SYSTEM INTERFACE ${RAPIDJSON_INCLUDE_DIRS})
+# Accept std::string in RapidJSON's API.
+target_compile_definitions(gse_rapidjson INTERFACE RAPIDJSON_HAS_STDSTRING=1)
+
+find_package(absl CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(benchmark CONFIG REQUIRED)
+find_package(Threads REQUIRED)
+
+# gse_sanitizer_support: every library of ours links it. In ThreadSanitizer builds it carries
+# the wrappers that make Debian's uninstrumented absl::Mutex/CondVar/Notification visible to
+# TSan (cmake/tsan_absl_sync.cc explains why); otherwise it is empty.
+add_library(gse_sanitizer_support INTERFACE)
+if(GSE_SANITIZE STREQUAL "thread")
+  add_library(gse_tsan_absl STATIC ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc)
+  set(GSE_TSAN_WRAPPED_SYMBOLS
+    _ZN4absl7debian35Mutex4LockEv
+    _ZN4absl7debian35Mutex6UnlockEv
+    _ZN4absl7debian35Mutex10ReaderLockEv
+    _ZN4absl7debian35Mutex12ReaderUnlockEv
+    _ZN4absl7debian35Mutex7TryLockEv
+    _ZN4absl7debian35Mutex13ReaderTryLockEv
+    _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE
+    _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE
+    _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE
+    _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE
+    _ZN4absl7debian312Notification6NotifyEv
+    _ZNK4absl7debian312Notification19WaitForNotificationEv)
+  foreach(sym ${GSE_TSAN_WRAPPED_SYMBOLS})
+    target_link_options(gse_sanitizer_support INTERFACE "LINKER:--wrap=${sym}")
+  endforeach()
+  target_link_libraries(gse_sanitizer_support INTERFACE gse_tsan_absl)
+endif()

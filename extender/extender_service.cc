@@ -1,0 +1,842 @@
+// ExtenderService: decode -> decide on one mirror snapshot -> (bind: commit) -> encode.
+//
+// Every verb decodes its whole body before it touches the mirror, so a malformed request
+// changes nothing. Wire format and the scheduler's reading of each answer: PROTOCOL.md §1,
+// §2.4-2.7. Choices that the protocol leaves open are commented where they are made.
+#include "extender/extender_service.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "extender/pending_pods.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "scoring/feasibility.h"
+#include "scoring/pod_request.h"
+#include "state/assignment.h"
+#include "state/k8s_objects.h"
+
+namespace gse {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+constexpr absl::string_view kNotSynced = "extender cache not synced yet";
+constexpr absl::string_view kNoOfferingLabel = "none";
+constexpr int kReasonCount = static_cast<int>(FitReason::kAffinityElsewhere) + 1;
+// The resourceVersion cache of request-borne Node objects is dropped wholesale beyond this
+// (it only saves work; a hostile stream of invented names must not grow it without bound).
+constexpr size_t kMaxAppliedNodeVersions = 200000;
+
+// ---------------------------------------------------------------- JSON helpers
+
+absl::string_view TypeName(const rapidjson::Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kNullType: return "null";
+    case rapidjson::kFalseType:
+    case rapidjson::kTrueType: return "boolean";
+    case rapidjson::kObjectType: return "object";
+    case rapidjson::kArrayType: return "array";
+    case rapidjson::kStringType: return "string";
+    case rapidjson::kNumberType: return "number";
+  }
+  return "unknown";
+}
+
+absl::Status Invalid(absl::string_view path, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", reason));
+}
+
+absl::Status WrongType(absl::string_view path, absl::string_view want,
+                       const rapidjson::Value& got) {
+  return Invalid(path, absl::StrCat("must be ", want, ", got ", TypeName(got)));
+}
+
+// Parses `body` in place (it is ours: the verbs take it by value) and requires an object.
+absl::Status ParseBody(std::string& body, rapidjson::Document& doc) {
+  absl::Status parsed = ParseJsonInSituLimited(body.data(), body.size(), doc);
+  if (!parsed.ok()) return Invalid("body", parsed.message());
+  if (!doc.IsObject()) return WrongType("body", "a JSON object", doc);
+  return absl::OkStatus();
+}
+
+// A member that may be absent or null (Go marshals nil as null, PROTOCOL §0.3).
+const rapidjson::Value* Optional(const rapidjson::Value& obj, const char* key) {
+  auto it = obj.FindMember(key);
+  if (it == obj.MemberEnd() || it->value.IsNull()) return nullptr;
+  return &it->value;
+}
+
+void String(JsonWriter& w, absl::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+void StringMap(JsonWriter& w, const std::map<std::string, std::string>& m) {
+  w.StartObject();
+  for (const auto& [k, v] : m) {
+    String(w, k);
+    String(w, v);
+  }
+  w.EndObject();
+}
+
+std::string Finish(const rapidjson::StringBuffer& buf) {
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+std::string ErrorBody(absl::string_view message) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("Error");
+  String(w, message);
+  w.EndObject();
+  return Finish(buf);
+}
+
+// Filter's answer when it cannot decide: every key present, all but Error null.
+std::string FilterErrorBody(absl::string_view message) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("Nodes");
+  w.Null();
+  w.Key("NodeNames");
+  w.Null();
+  w.Key("FailedNodes");
+  w.Null();
+  w.Key("FailedAndUnresolvableNodes");
+  w.Null();
+  w.Key("Error");
+  String(w, message);
+  w.EndObject();
+  return Finish(buf);
+}
+
+VerbResult BadRequest(std::string body) { return VerbResult{400, std::move(body), "bad_request"}; }
+
+// ---------------------------------------------------------------- request decoding
+
+// ExtenderArgs (filter, prioritize). The Node values point into the parsed document, which
+// must outlive this.
+struct ExtenderArgs {
+  PodObject pod;
+  // True when the request carried full Node objects (nodeCacheCapable: false); the answer
+  // then lists Node objects, else node names (PROTOCOL §0.7).
+  bool nodes_mode = false;
+  std::vector<NodeObject> nodes;                   // nodes_mode only
+  std::vector<const rapidjson::Value*> node_json;  // nodes_mode only, parallel to nodes
+  std::vector<std::string> names;                  // the candidates, in input order
+};
+
+absl::StatusOr<PodObject> DecodePodMember(const rapidjson::Value& root) {
+  auto it = root.FindMember("Pod");
+  if (it == root.MemberEnd() || it->value.IsNull()) return Invalid("Pod", "missing");
+  if (!it->value.IsObject()) return WrongType("Pod", "an object", it->value);
+  return DecodePod(it->value, "Pod");
+}
+
+// Both Nodes and NodeNames null (never sent by kube-scheduler) decode as an empty NodeNames
+// list: there is nothing to pass. When both are set (the upstream round-trip test does it),
+// Nodes wins, as it carries facts the names do not.
+absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc) {
+  ExtenderArgs args;
+  absl::StatusOr<PodObject> pod = DecodePodMember(doc);
+  if (!pod.ok()) return pod.status();
+  args.pod = *std::move(pod);
+
+  if (const rapidjson::Value* nodes = Optional(doc, "Nodes")) {
+    if (!nodes->IsObject()) return WrongType("Nodes", "a NodeList object or null", *nodes);
+    args.nodes_mode = true;
+    if (const rapidjson::Value* items = Optional(*nodes, "items")) {
+      if (!items->IsArray()) return WrongType("Nodes.items", "an array", *items);
+      args.nodes.reserve(items->Size());
+      args.node_json.reserve(items->Size());
+      args.names.reserve(items->Size());
+      for (rapidjson::SizeType i = 0; i < items->Size(); ++i) {
+        const std::string path = absl::StrCat("Nodes.items[", i, "]");
+        const rapidjson::Value& item = (*items)[i];
+        if (!item.IsObject()) return WrongType(path, "a Node object", item);
+        absl::StatusOr<NodeObject> node = DecodeNode(item, path);
+        if (!node.ok()) return node.status();
+        args.names.push_back(node->name);
+        args.nodes.push_back(*std::move(node));
+        args.node_json.push_back(&item);
+      }
+    }
+    return args;
+  }
+  if (const rapidjson::Value* names = Optional(doc, "NodeNames")) {
+    if (!names->IsArray()) return WrongType("NodeNames", "an array of strings or null", *names);
+    args.names.reserve(names->Size());
+    for (rapidjson::SizeType i = 0; i < names->Size(); ++i) {
+      const rapidjson::Value& name = (*names)[i];
+      const std::string path = absl::StrCat("NodeNames[", i, "]");
+      if (!name.IsString()) return WrongType(path, "a string", name);
+      if (name.GetStringLength() == 0) return Invalid(path, "empty");
+      if (name.GetStringLength() > kMaxNameBytes) {
+        return Invalid(path, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
+      }
+      args.names.emplace_back(name.GetString(), name.GetStringLength());
+    }
+  }
+  return args;
+}
+
+absl::StatusOr<BindTarget> DecodeBindArgs(const rapidjson::Document& doc) {
+  BindTarget t;
+  struct Field {
+    const char* key;
+    std::string* out;
+    bool required;
+  };
+  // PodUID may be empty (hand-written requests); kube-scheduler always sends it.
+  for (const Field& f : {Field{"PodName", &t.pod_name, true},
+                         Field{"PodNamespace", &t.pod_namespace, true},
+                         Field{"PodUID", &t.pod_uid, false}, Field{"Node", &t.node, true}}) {
+    auto it = doc.FindMember(f.key);
+    if (it == doc.MemberEnd() || it->value.IsNull()) {
+      if (f.required) return Invalid(f.key, "missing");
+      continue;
+    }
+    if (!it->value.IsString()) return WrongType(f.key, "a string", it->value);
+    if (it->value.GetStringLength() > kMaxNameBytes) {
+      return Invalid(f.key, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
+    }
+    f.out->assign(it->value.GetString(), it->value.GetStringLength());
+    if (f.required && f.out->empty()) return Invalid(f.key, "empty");
+  }
+  return t;
+}
+
+struct VictimSet {
+  std::string node;
+  std::vector<std::string> uids;
+  int64_t pdb_violations = 0;
+};
+
+// ExtenderPreemptionArgs: NodeNameToMetaVictims (UIDs) or NodeNameToVictims (full Pods, of
+// which only metadata.uid matters). Meta wins when both are set, as it is what we answer in.
+absl::StatusOr<std::vector<VictimSet>> DecodeVictims(const rapidjson::Document& doc) {
+  const char* key = "NodeNameToMetaVictims";
+  const rapidjson::Value* map = Optional(doc, key);
+  bool full_pods = false;
+  if (map == nullptr) {
+    key = "NodeNameToVictims";
+    map = Optional(doc, key);
+    full_pods = true;
+  }
+  std::vector<VictimSet> out;
+  if (map == nullptr) return out;
+  if (!map->IsObject()) return WrongType(key, "an object or null", *map);
+  for (auto m = map->MemberBegin(); m != map->MemberEnd(); ++m) {
+    VictimSet set;
+    set.node.assign(m->name.GetString(), m->name.GetStringLength());
+    const std::string path = absl::StrCat(key, "[\"", set.node, "\"]");
+    if (set.node.empty() || set.node.size() > kMaxNameBytes) {
+      return Invalid(path, "node name must be 1 to 253 bytes");
+    }
+    if (!m->value.IsObject()) return WrongType(path, "an object", m->value);
+    if (const rapidjson::Value* n = Optional(m->value, "NumPDBViolations")) {
+      if (!n->IsInt64()) return WrongType(path + ".NumPDBViolations", "an integer", *n);
+      set.pdb_violations = n->GetInt64();
+    }
+    if (const rapidjson::Value* pods = Optional(m->value, "Pods")) {
+      if (!pods->IsArray()) return WrongType(path + ".Pods", "an array", *pods);
+      for (rapidjson::SizeType i = 0; i < pods->Size(); ++i) {
+        const rapidjson::Value& p = (*pods)[i];
+        const std::string ppath = absl::StrCat(path, ".Pods[", i, "]");
+        if (!p.IsObject()) return WrongType(ppath, "an object", p);
+        const rapidjson::Value* uid = nullptr;
+        std::string upath;
+        if (full_pods) {
+          const rapidjson::Value* meta = Optional(p, "metadata");
+          if (meta == nullptr) return Invalid(ppath + ".metadata", "missing");
+          if (!meta->IsObject()) return WrongType(ppath + ".metadata", "an object", *meta);
+          uid = Optional(*meta, "uid");
+          upath = ppath + ".metadata.uid";
+        } else {
+          uid = Optional(p, "UID");
+          upath = ppath + ".UID";
+        }
+        if (uid == nullptr) return Invalid(upath, "missing");
+        if (!uid->IsString()) return WrongType(upath, "a string", *uid);
+        if (uid->GetStringLength() == 0) return Invalid(upath, "empty");
+        set.uids.emplace_back(uid->GetString(), uid->GetStringLength());
+      }
+    }
+    out.push_back(std::move(set));
+  }
+  return out;
+}
+
+std::string OfferingLabel(const ClusterState& state, const PodRequest& request) {
+  if (request.offering == kNoOffering) return std::string(kNoOfferingLabel);
+  return state.catalog().Get(request.offering).resource;
+}
+
+std::vector<const NodeState*> LookUpNodes(const ClusterState& state,
+                                          const std::vector<std::string>& names) {
+  std::vector<const NodeState*> nodes;
+  nodes.reserve(names.size());
+  for (const std::string& name : names) nodes.push_back(state.FindNode(name));
+  return nodes;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- service state
+
+struct ExtenderService::Impl {
+  Impl(Mirror* m, Binder* b, ServiceOptions o)
+      : mirror(m), binder(b), options(o), pending(o.max_pending_pods) {}
+
+  // Applies request-borne Node objects that changed since we last applied them (by
+  // resourceVersion) or that the mirror does not hold; takes the writer lock only then, so
+  // a steady stream of identical Node lists costs reader locks only.
+  void RefreshNodes(const std::vector<NodeObject>& nodes);
+
+  Mirror* const mirror;
+  Binder* const binder;
+  const ServiceOptions options;
+  PendingPods pending;
+
+  absl::Mutex versions_mu;
+  absl::flat_hash_map<std::string, std::string> applied_versions ABSL_GUARDED_BY(versions_mu);
+};
+
+void ExtenderService::Impl::RefreshNodes(const std::vector<NodeObject>& nodes) {
+  std::vector<char> stale(nodes.size(), 0);
+  {
+    absl::MutexLock lock(&versions_mu);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const NodeObject& n = nodes[i];
+      auto it = applied_versions.find(n.name);
+      stale[i] = n.resource_version.empty() || it == applied_versions.end() ||
+                 it->second != n.resource_version;
+    }
+  }
+  // Unchanged versions still need the node present: a relist or deletion may have dropped it.
+  bool any = mirror->Read([&](const ClusterState& state) {
+    bool found_stale = false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!stale[i]) {
+        const NodeState* node = state.FindNode(nodes[i].name);
+        stale[i] = node == nullptr || node->removed;
+      }
+      found_stale = found_stale || stale[i];
+    }
+    return found_stale;
+  });
+  if (!any) return;
+  mirror->Write([&](ClusterState& state) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (stale[i]) state.ApplyNode(nodes[i]);
+    }
+    return true;
+  });
+  absl::MutexLock lock(&versions_mu);
+  if (applied_versions.size() > kMaxAppliedNodeVersions) applied_versions.clear();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (stale[i] && !nodes[i].resource_version.empty()) {
+      applied_versions[nodes[i].name] = nodes[i].resource_version;
+    }
+  }
+}
+
+ExtenderService::ExtenderService(Mirror* mirror, std::unique_ptr<PlacementPolicy> policy,
+                                 Binder* binder, ServiceOptions options)
+    : impl_(std::make_unique<Impl>(mirror, binder, options)), policy_(std::move(policy)) {}
+
+ExtenderService::~ExtenderService() = default;
+
+// ---------------------------------------------------------------- filter
+
+VerbResult ExtenderService::Filter(std::string body) {
+  if (!Ready()) return VerbResult{200, FilterErrorBody(kNotSynced), "error"};
+  rapidjson::Document doc;
+  if (absl::Status s = ParseBody(body, doc); !s.ok()) {
+    return BadRequest(FilterErrorBody(s.message()));
+  }
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(doc);
+  if (!args.ok()) return BadRequest(FilterErrorBody(args.status().message()));
+  if (args->nodes_mode) impl_->RefreshNodes(args->nodes);
+
+  std::vector<char> passed(args->names.size(), 0);
+  std::map<std::string, std::string> failed, unresolvable;
+  std::array<int64_t, kReasonCount> reason_counts{};
+  std::string offering_label;
+  bool spill = false;
+  impl_->mirror->Read([&](const ClusterState& state) {
+    const PodRequest request = ResolvePodRequest(
+        state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
+    offering_label = OfferingLabel(state, request);
+    if (!request.interested()) {
+      // I6: a pod asking for no catalog resource passes every node, known or not.
+      std::fill(passed.begin(), passed.end(), 1);
+      reason_counts[static_cast<int>(FitReason::kFits)] += static_cast<int64_t>(passed.size());
+      return;
+    }
+    const FilterOutcome outcome = FilterNodes(state, request, LookUpNodes(state, args->names));
+    spill = outcome.spill_outside_candidates;
+    for (size_t i = 0; i < args->names.size(); ++i) {
+      const NodeFit& fit = outcome.fits[i];
+      ++reason_counts[static_cast<int>(fit.reason)];
+      if (fit.fits()) {
+        passed[i] = 1;
+      } else {
+        (fit.unresolvable() ? unresolvable : failed)[args->names[i]] = fit.Message(request);
+      }
+    }
+  });
+  impl_->pending.Remember(std::move(args->pod));
+
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  int passed_count = 0;
+  w.StartObject();
+  w.Key("Nodes");
+  if (args->nodes_mode) {
+    // The input Node objects, unmodified (PROTOCOL §2.4: newer schedulers expect their own).
+    w.StartObject();
+    w.Key("metadata");
+    w.StartObject();
+    w.EndObject();
+    w.Key("items");
+    w.StartArray();
+    for (size_t i = 0; i < passed.size(); ++i) {
+      if (passed[i]) args->node_json[i]->Accept(w);
+    }
+    w.EndArray();
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  w.Key("NodeNames");
+  if (args->nodes_mode) {
+    w.Null();
+  } else {
+    w.StartArray();
+    for (size_t i = 0; i < passed.size(); ++i) {
+      if (passed[i]) String(w, args->names[i]);
+    }
+    w.EndArray();
+  }
+  for (char p : passed) passed_count += p;
+  w.Key("FailedNodes");
+  StringMap(w, failed);
+  w.Key("FailedAndUnresolvableNodes");
+  StringMap(w, unresolvable);
+  w.Key("Error");
+  w.String("");
+  w.EndObject();
+
+  if (ExtenderMetrics* m = impl_->options.metrics) {
+    for (int r = 0; r < kReasonCount; ++r) {
+      m->ObserveFilterVerdicts(offering_label, FitReasonLabel(static_cast<FitReason>(r)),
+                               reason_counts[static_cast<size_t>(r)]);
+    }
+    m->ObserveFilterNodes(passed_count, static_cast<int>(passed.size()) - passed_count);
+    if (spill) m->ObserveSpill(offering_label, "no_candidate_with_own_unit");
+  }
+  return VerbResult{200, Finish(buf), "ok"};
+}
+
+// ---------------------------------------------------------------- prioritize
+
+VerbResult ExtenderService::Prioritize(std::string body) {
+  // HostPriorityList has no Error field, and kube-scheduler ignores every prioritize error
+  // (PROTOCOL §2.5): a 503 makes it score our nodes 0 instead of trusting a stale mirror.
+  if (!Ready()) return VerbResult{503, ErrorBody(kNotSynced), "error"};
+  rapidjson::Document doc;
+  if (absl::Status s = ParseBody(body, doc); !s.ok()) return BadRequest(ErrorBody(s.message()));
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(doc);
+  if (!args.ok()) return BadRequest(ErrorBody(args.status().message()));
+  if (args->nodes_mode) impl_->RefreshNodes(args->nodes);
+
+  std::vector<int64_t> scores(args->names.size(), 0);
+  impl_->mirror->Read([&](const ClusterState& state) {
+    const PodRequest request = ResolvePodRequest(
+        state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
+    if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
+    const std::vector<const NodeState*> nodes = LookUpNodes(state, args->names);
+    const FilterOutcome outcome = FilterNodes(state, request, nodes);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!outcome.fits[i].fits()) continue;
+      // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
+      scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0,
+                                      kMaxExtenderPriority);
+    }
+  });
+  impl_->pending.Remember(std::move(args->pod));
+
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartArray();
+  for (size_t i = 0; i < scores.size(); ++i) {
+    w.StartObject();
+    w.Key("Host");
+    String(w, args->names[i]);
+    w.Key("Score");
+    w.Int64(scores[i]);
+    w.EndObject();
+  }
+  w.EndArray();
+  return VerbResult{200, Finish(buf), "ok"};
+}
+
+// ---------------------------------------------------------------- bind
+
+VerbResult ExtenderService::Bind(std::string body) {
+  ExtenderMetrics* metrics = impl_->options.metrics;
+  auto answer = [&](absl::string_view offering, absl::string_view outcome, double api_seconds,
+                    absl::string_view error) {
+    if (metrics != nullptr) metrics->ObserveBind(offering, outcome, api_seconds);
+    return VerbResult{200, ErrorBody(error), error.empty() ? "ok" : "error"};
+  };
+  if (!Ready()) return answer(kNoOfferingLabel, "not_synced", -1, kNotSynced);
+
+  rapidjson::Document doc;
+  absl::StatusOr<BindTarget> target = absl::InvalidArgumentError("");
+  if (absl::Status s = ParseBody(body, doc); !s.ok()) {
+    target = s;
+  } else {
+    target = DecodeBindArgs(doc);
+  }
+  if (!target.ok()) {
+    if (metrics != nullptr) metrics->ObserveBind(kNoOfferingLabel, "bad_request", -1);
+    return BadRequest(ErrorBody(target.status().message()));
+  }
+
+  std::optional<PodObject> pod =
+      impl_->pending.Find(target->pod_uid, target->pod_namespace, target->pod_name);
+  if (!pod.has_value()) {
+    return answer(kNoOfferingLabel, "unknown_pod", -1,
+                  absl::StrCat("pod ", target->pod_namespace, "/", target->pod_name,
+                               " was not seen in filter; cannot bind"));
+  }
+
+  PodRequest request;
+  std::string offering_label;
+  bool time_sliced = false;
+  impl_->mirror->Read([&](const ClusterState& state) {
+    request = ResolvePodRequest(state.catalog(), *pod,
+                                state.ProjectOfNamespace(pod->namespace_name));
+    offering_label = OfferingLabel(state, request);
+    time_sliced = request.offering != kNoOffering &&
+                  state.catalog().Get(request.offering).sharing == Sharing::kTimeSliced;
+  });
+
+  auto call_binder = [&](const std::map<std::string, std::string>& annotations,
+                         double* seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = impl_->binder->Bind(*target, annotations);
+    *seconds = SecondsSince(start);
+    return s;
+  };
+
+  if (!request.interested()) {
+    // Nothing of ours to reserve: bind as the default binder would (managedResources
+    // normally keeps such pods away from us).
+    double seconds = 0;
+    absl::Status s = call_binder({}, &seconds);
+    if (!s.ok()) {
+      return answer(offering_label, "api_error", seconds,
+                    absl::StrCat("binding rejected: ", s.message()));
+    }
+    impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
+    return answer(offering_label, "bound", seconds, "");
+  }
+  if (!request.unresolvable.empty()) {
+    return answer(offering_label, "no_fit", -1,
+                  absl::StrCat("binding rejected: ", request.unresolvable));
+  }
+
+  const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
+  // Filled in by the chooser, which runs under the mirror's writer lock.
+  std::string fail_outcome = "unit_taken";
+  bool own_unit = false;
+  // A pod that already holds units (a concurrent bind of the same pod, or a watch event that
+  // recorded the pod as bound) keeps them whatever this call's Binder says: only a holding
+  // this call created may be rolled back.
+  bool held_before = false;
+  absl::StatusOr<Assignment> reserved = impl_->mirror->ReserveWith(
+      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
+        held_before = state.FindPod(claim.key) != nullptr;
+        const NodeState* node = state.FindNode(target->node);
+        const NodeFit fit = CheckNode(state, request, node);
+        if (!fit.fits()) {
+          switch (fit.reason) {
+            case FitReason::kNoFreeUnit:
+            case FitReason::kNoFreeTicket:
+            case FitReason::kNoUnitWithShares:
+              fail_outcome = "unit_taken";  // capacity went since filter (or never was)
+              break;
+            case FitReason::kQuotaExhausted:
+              fail_outcome = "quota";
+              break;
+            default:
+              fail_outcome = "no_fit";
+          }
+          return absl::FailedPreconditionError(fit.Message(request));
+        }
+        absl::StatusOr<Assignment> a = policy_->ChooseUnits(state, request, *node);
+        if (!a.ok()) {
+          fail_outcome = "no_fit";
+          return a;
+        }
+        if (time_sliced && !a->units.empty()) {
+          const NodeOffering* no = node->Find(request.offering);
+          const ProjectId project = state.FindProject(request.project);
+          const auto idx = static_cast<size_t>(a->units.front());
+          own_unit = no != nullptr && project != kNoProject && idx < no->units.size() &&
+                     no->units[idx].owner == project && no->units[idx].used > 0;
+        }
+        // Reserve re-checks after this; if it refuses, the unit was taken under our feet.
+        fail_outcome = "unit_taken";
+        return a;
+      });
+  if (!reserved.ok()) {
+    return answer(offering_label, fail_outcome, -1,
+                  absl::StrCat("binding rejected: ", target->node, ": ",
+                               reserved.status().message()));
+  }
+
+  std::map<std::string, std::string> annotations = impl_->mirror->Read(
+      [&](const ClusterState& state) {
+        return AssignmentAnnotations(*reserved, state.catalog(), request.project);
+      });
+  double seconds = 0;
+  absl::Status bound = call_binder(annotations, &seconds);
+  if (!bound.ok()) {
+    // I1 under API failure: the reservation is rolled back, nothing leaks.
+    if (!held_before) impl_->mirror->Release(claim.key);
+    return answer(offering_label, "api_error", seconds,
+                  absl::StrCat("binding rejected: ", bound.message()));
+  }
+  // Confirm can only fail if a watch event already replaced our reservation with the bound
+  // pod's recorded assignment, which is the confirmed state anyway.
+  (void)impl_->mirror->Confirm(claim.key);
+  impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
+  if (metrics != nullptr && time_sliced) {
+    metrics->ObserveAffinity(offering_label, own_unit ? "own_unit" : "new_unit");
+  }
+  return answer(offering_label, "bound", seconds, "");
+}
+
+// ---------------------------------------------------------------- preempt
+
+VerbResult ExtenderService::Preempt(std::string body) {
+  auto empty_answer = [](absl::string_view outcome) {
+    return VerbResult{200, "{\"NodeNameToMetaVictims\":{}}", std::string(outcome)};
+  };
+  // An empty map stops kube-scheduler's preemption without an error (PROTOCOL §2.7).
+  if (!Ready()) return empty_answer("error");
+  rapidjson::Document doc;
+  if (absl::Status s = ParseBody(body, doc); !s.ok()) return BadRequest(ErrorBody(s.message()));
+  absl::StatusOr<PodObject> pod = DecodePodMember(doc);
+  if (!pod.ok()) return BadRequest(ErrorBody(pod.status().message()));
+  absl::StatusOr<std::vector<VictimSet>> victims = DecodeVictims(doc);
+  if (!victims.ok()) return BadRequest(ErrorBody(victims.status().message()));
+
+  // Nodes are kept when the preemptor fits there once the victims are gone (whether or not
+  // they hold GPUs: kube-scheduler may evict them for other resources, so the victim list
+  // is echoed unchanged). A node where it still would not fit is dropped, as is any node
+  // without victims (the scheduler rejects those).
+  std::vector<const VictimSet*> kept;
+  impl_->mirror->Read([&](const ClusterState& state) {
+    const PodRequest request =
+        ResolvePodRequest(state.catalog(), *pod, state.ProjectOfNamespace(pod->namespace_name));
+    for (const VictimSet& set : *victims) {
+      if (set.uids.empty()) continue;
+      if (!request.interested()) {
+        kept.push_back(&set);
+        continue;
+      }
+      if (!request.unresolvable.empty()) continue;
+      Evictions evicted;
+      for (const std::string& uid : set.uids) {
+        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->key);
+      }
+      if (CheckNode(state, request, state.FindNode(set.node), evicted).fits()) {
+        kept.push_back(&set);
+      }
+    }
+  });
+
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  int victim_count = 0;
+  w.StartObject();
+  w.Key("NodeNameToMetaVictims");
+  w.StartObject();
+  for (const VictimSet* set : kept) {
+    String(w, set->node);
+    w.StartObject();
+    w.Key("Pods");
+    w.StartArray();
+    for (const std::string& uid : set->uids) {
+      w.StartObject();
+      w.Key("UID");
+      String(w, uid);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("NumPDBViolations");
+    w.Int64(set->pdb_violations);
+    w.EndObject();
+    victim_count += static_cast<int>(set->uids.size());
+  }
+  w.EndObject();
+  w.EndObject();
+  if (ExtenderMetrics* m = impl_->options.metrics) {
+    m->ObservePreemption(static_cast<int>(kept.size()), victim_count);
+  }
+  return VerbResult{200, Finish(buf), "ok"};
+}
+
+// ---------------------------------------------------------------- debug state
+
+std::string ExtenderService::DebugStateJson() const {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  impl_->mirror->Read([&](const ClusterState& state) {
+    const Catalog& catalog = state.catalog();
+    auto project_name = [&](ProjectId id) -> std::string {
+      return id == kNoProject ? std::string() : state.project(id).name;
+    };
+    w.StartObject();
+    w.Key("ready");
+    w.Bool(Ready());
+
+    std::vector<const NodeState*> nodes;
+    nodes.reserve(state.nodes().size());
+    for (const auto& [name, node] : state.nodes()) nodes.push_back(node.get());
+    std::sort(nodes.begin(), nodes.end(),
+              [](const NodeState* a, const NodeState* b) { return a->name < b->name; });
+    w.Key("units");
+    w.StartArray();
+    for (const NodeState* node : nodes) {
+      std::vector<const NodeOffering*> offerings;
+      for (const NodeOffering& no : node->offerings) offerings.push_back(&no);
+      std::sort(offerings.begin(), offerings.end(),
+                [&](const NodeOffering* a, const NodeOffering* b) {
+                  return catalog.Get(a->offering).resource < catalog.Get(b->offering).resource;
+                });
+      for (const NodeOffering* no : offerings) {
+        const std::string& resource = catalog.Get(no->offering).resource;
+        for (const Unit& unit : no->units) {
+          w.StartObject();
+          w.Key("id");
+          String(w, UnitId(node->name, resource, unit.index));
+          w.Key("node");
+          String(w, node->name);
+          w.Key("resource");
+          String(w, resource);
+          w.Key("capacity");
+          w.Int(unit.capacity);
+          w.Key("used");
+          w.Int(unit.used);
+          w.Key("owner");
+          if (unit.owner == kNoProject) {
+            w.Null();
+          } else {
+            String(w, project_name(unit.owner));
+          }
+          w.Key("draining");
+          w.Bool(unit.draining);
+          if (!no->unusable_reason.empty()) {
+            w.Key("unusable");
+            String(w, no->unusable_reason);
+          }
+          std::vector<std::string> holders;
+          for (const Holding& h : unit.holders) holders.push_back(h.pod_key);
+          std::sort(holders.begin(), holders.end());
+          w.Key("holders");
+          w.StartArray();
+          for (const std::string& h : holders) String(w, h);
+          w.EndArray();
+          w.EndObject();
+        }
+      }
+    }
+    w.EndArray();
+
+    std::vector<ProjectId> projects;
+    for (size_t i = 0; i < state.project_count(); ++i) {
+      projects.push_back(static_cast<ProjectId>(i));
+    }
+    std::sort(projects.begin(), projects.end(), [&](ProjectId a, ProjectId b) {
+      return state.project(a).name < state.project(b).name;
+    });
+    w.Key("projects");
+    w.StartArray();
+    for (ProjectId id : projects) {
+      const ProjectState& p = state.project(id);
+      std::map<std::string, OfferingId> offerings;  // sorted by resource
+      for (const auto& [off, n] : p.usage) {
+        if (n != 0) offerings.emplace(catalog.Get(off).resource, off);
+      }
+      for (const auto& [off, n] : p.quota) offerings.emplace(catalog.Get(off).resource, off);
+      // Projects are interned for good once seen (even by a bind that then failed); one that
+      // holds nothing and has no quota entry has nothing to show.
+      if (offerings.empty()) continue;
+      w.StartObject();
+      w.Key("name");
+      String(w, p.name);
+      w.Key("units");
+      w.StartObject();
+      for (const auto& [resource, off] : offerings) {
+        String(w, resource);
+        w.Int64(state.Usage(id, off));
+      }
+      w.EndObject();
+      w.Key("quota");
+      w.StartObject();
+      for (const auto& [resource, off] : offerings) {
+        String(w, resource);
+        w.Int64(state.Quota(id, off));
+      }
+      w.EndObject();
+      w.EndObject();
+    }
+    w.EndArray();
+
+    w.Key("nodes");
+    w.Uint64(state.nodes().size());
+    w.Key("pods");
+    w.Uint64(state.pods().size());
+    const AuditReport audit = state.Audit();
+    w.Key("audit");
+    w.StartObject();
+    w.Key("oversubscribed_units");
+    w.Int64(audit.oversubscribed_units);
+    w.Key("multi_owner_units");
+    w.Int64(audit.multi_owner_units);
+    w.Key("over_quota_projects");
+    w.Int64(audit.over_quota_projects);
+    w.Key("problems");
+    w.StartArray();
+    for (const std::string& p : audit.problems) String(w, p);
+    w.EndArray();
+    w.EndObject();
+    w.EndObject();
+  });
+  return Finish(buf);
+}
+
+}  // namespace gse

@@ -1,0 +1,168 @@
+// HttpServer: serves an ExtenderService to kube-scheduler over HTTP/1.1 or HTTPS (cpp-httplib).
+//
+// Routes (prefix normalised by NormalizePrefix: leading '/', no trailing '/'):
+//   POST {prefix}/filter | /prioritize | /bind | /preempt   ExtenderService verbs (JSON)
+//   GET  /healthz      200 "ok" (text/plain) while the server is serving
+//   GET  /readyz       200 when ExtenderService::Ready(), else 503 (JSON)
+//   GET  /metrics      ExtenderMetrics::Serialize() (text/plain; version=0.0.4)
+//   GET  /debug/state  ExtenderService::DebugStateJson()
+// Errors, each answered with a JSON body {"Error": "..."} and the server keeps serving:
+//   404 unknown path, 405 known path with another method (Allow header), 411 POST without
+//   Content-Length or chunked framing, 413 body over max_body_bytes however it is framed
+//   (Content-Length, chunked, compressed: the limit is on the decoded body), 400 unreadable
+//   body, 500 when a handler throws. Answers after which unread body bytes may remain on the
+//   connection carry "Connection: close".
+// Every request is counted once in ExtenderMetrics::ObserveRequest (verb, code, outcome,
+// latency from the end of the request headers to the answer being ready), before the answer
+// is sent: a client that has its answer finds it counted in /metrics.
+//
+// Thread-safety: Create() and SetVerbHandlerForTesting() before Start(); Stop(), InFlight(),
+// port() and the rest from any thread. Requests are served by a fixed pool of `threads`
+// workers; a worker serves one connection for its keep-alive life, so `threads` bounds the
+// number of connections served at once (more wait in the accept queue).
+#ifndef GSE_EXTENDER_HTTP_SERVER_H_
+#define GSE_EXTENDER_HTTP_SERVER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "extender/extender_service.h"
+#include "extender/metrics.h"
+
+namespace httplib {
+class ContentReader;
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace gse {
+
+// HTTPS material. Both cert and key, or neither; client_ca only with them.
+struct TlsOptions {
+  std::string cert_file;       // --tls-cert: PEM certificate (chain) of the server
+  std::string key_file;        // --tls-key: PEM private key matching cert_file
+  std::string client_ca_file;  // --client-ca: PEM CA(s); clients must present a cert they sign
+  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+};
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";  // IPv4 or IPv6 literal (without brackets) or a host name
+  int port = 8888;                 // 0: any free port, see HttpServer::port()
+  std::string prefix;              // URL prefix of the verbs, normalised by Create()
+  int threads = 0;                 // 0: DefaultThreadCount()
+  size_t max_body_bytes = size_t{64} << 20;
+  absl::Duration read_timeout = absl::Seconds(10);
+  absl::Duration write_timeout = absl::Seconds(10);
+  // Idle time before a keep-alive connection is closed; also bounds how long Wait() may take
+  // after Stop() while clients hold idle connections.
+  absl::Duration keep_alive_timeout = absl::Seconds(5);
+  size_t keep_alive_max_count = 100000;
+  TlsOptions tls;
+};
+
+// "" or "/" -> ""; "gpu-extender/" -> "/gpu-extender". InvalidArgument for characters that
+// cannot appear in a URL path (space, '?', '#', control characters) or an empty segment ("//").
+absl::StatusOr<std::string> NormalizePrefix(absl::string_view prefix);
+
+// "HOST:PORT" with an IPv4 address or host name, or "[IPV6]:PORT"; port 0..65535.
+struct ListenAddress {
+  std::string host;  // brackets removed
+  int port = 0;
+  bool ipv6 = false;  // host is an IPv6 literal
+};
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen);
+
+// max(64, 4 x hardware threads): see the comment in http_server.cc.
+int DefaultThreadCount();
+
+// Checks what HTTPS needs before the server is built, with errors that name the flag and the
+// file: both files readable, a PEM certificate, a PEM private key that matches it, and at
+// least one PEM certificate in the client CA file. OK when TLS is not configured.
+absl::Status CheckTlsFiles(const TlsOptions& tls);
+
+class HttpServer {
+ public:
+  using VerbHandler = std::function<VerbResult(std::string body)>;
+
+  // Validates the options, loads TLS material and binds the listening socket (so port() is
+  // known and connections queue from here on). `service` and `metrics` (may be null) must
+  // outlive the server. Errors name the option's flag (--listen, --prefix, --tls-cert, ...).
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Create(ExtenderService* service,
+                                                            ExtenderMetrics* metrics,
+                                                            HttpServerOptions options);
+  ~HttpServer();  // Stop() and Wait()
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Starts serving on a background thread. Call once.
+  void Start();
+  // Stops accepting connections; requests in flight are answered, then their connections are
+  // closed. Idempotent, thread-safe, returns at once.
+  void Stop();
+  // Blocks until the server has stopped and every worker has finished (after Stop(): the
+  // requests in flight, plus idle keep-alive connections timing out). Returns false on
+  // timeout.
+  bool Wait(absl::Duration timeout = absl::InfiniteDuration());
+  // Requests whose headers have been read and whose answer is not written yet.
+  int64_t InFlight() const { return in_flight_.load(); }
+
+  int port() const { return port_; }
+  bool tls() const { return tls_; }
+  const std::string& prefix() const { return options_.prefix; }
+  int threads() const { return options_.threads; }
+  // "http://127.0.0.1:8888/prefix" (IPv6 hosts in brackets).
+  std::string BaseUrl() const;
+
+  // Test hook: replaces the handler of one verb ("filter", "prioritize", "bind", "preempt"),
+  // e.g. with one that throws, to exercise the error paths through the real dispatch. Before
+  // Start() only.
+  void SetVerbHandlerForTesting(absl::string_view verb, VerbHandler handler);
+
+ private:
+  struct Route;
+  HttpServer(ExtenderService* service, ExtenderMetrics* metrics, HttpServerOptions options);
+  absl::Status Init();
+  void InstallRoutes();
+  const Route* FindRoute(const std::string& path) const;
+  bool Finished();  // the serving thread has ended
+  // POST {prefix}/<verb>: reads the body within max_body_bytes, calls the verb handler.
+  void HandleVerb(const httplib::Request& req, httplib::Response& res,
+                  const httplib::ContentReader& reader);
+  // ObserveRequest once per request, as soon as its answer is ready.
+  void RecordRequest(const std::string& path, int status);
+
+  ExtenderService* const service_;
+  ExtenderMetrics* const metrics_;
+  HttpServerOptions options_;
+  bool tls_ = false;
+  int port_ = 0;
+  std::unique_ptr<httplib::Server> server_;
+  std::map<std::string, std::unique_ptr<Route>> routes_;  // by exact path
+  std::map<std::string, VerbHandler> verb_handlers_;      // by verb
+
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> stop_requested_{false};
+  absl::Mutex join_mu_;
+  std::thread thread_ ABSL_GUARDED_BY(join_mu_);  // started under mu_ before any Wait()
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace gse
+
+#endif  // GSE_EXTENDER_HTTP_SERVER_H_

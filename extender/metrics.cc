@@ -1,0 +1,234 @@
+// ExtenderMetrics on prometheus-cpp core. Families are registered once at construction; the
+// series of a family are created on first use and their pointers cached by label values, so a
+// hot path costs one hash lookup under a reader lock plus an atomic add (prometheus-cpp's own
+// Family::Add builds a std::map of labels and takes a std::mutex, too slow per filter call).
+#include "extender/metrics.h"
+
+#include <functional>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/text_serializer.h"
+
+#ifndef GSE_VERSION
+#define GSE_VERSION "unknown"
+#endif
+#ifndef GSE_GIT_REVISION
+#define GSE_GIT_REVISION "unknown"
+#endif
+
+namespace gse {
+namespace {
+
+// Request latency: from 50 µs (a NodeNames filter on a small cluster) to 10 s (twice
+// kube-scheduler's default 5 s timeout, so timeouts still land in a finite bucket).
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10};
+  return *b;
+}
+
+// Nodes per filter call, up to the 5,000-node clusters the service is sized for.
+const prometheus::Histogram::BucketBoundaries& NodeCountBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
+  return *b;
+}
+
+// Bind's API call: a loopback record is microseconds, a real API server a few milliseconds.
+const prometheus::Histogram::BucketBoundaries& ApiBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+  return *b;
+}
+
+// The series of one family with a fixed list of label names, cached by their values.
+template <typename T>
+class SeriesCache {
+ public:
+  template <typename... Args>
+  SeriesCache(prometheus::Family<T>& family, std::vector<std::string> label_names,
+              Args... args)
+      : family_(family), label_names_(std::move(label_names)) {
+    make_ = [this, args...](const prometheus::Labels& labels) -> T& {
+      return family_.Add(labels, args...);
+    };
+  }
+
+  T& Get(std::initializer_list<absl::string_view> values) {
+    // '\x1f' (unit separator) cannot collide with how label values are joined in practice.
+    std::string key = absl::StrJoin(values, "\x1f");
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = series_.find(key);
+      if (it != series_.end()) return *it->second;
+    }
+    absl::MutexLock lock(&mu_);
+    auto it = series_.find(key);
+    if (it != series_.end()) return *it->second;
+    prometheus::Labels labels;
+    size_t i = 0;
+    for (absl::string_view v : values) labels.emplace(label_names_[i++], std::string(v));
+    T* series = &make_(labels);
+    series_.emplace(std::move(key), series);
+    return *series;
+  }
+
+ private:
+  prometheus::Family<T>& family_;
+  const std::vector<std::string> label_names_;
+  std::function<T&(const prometheus::Labels&)> make_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, T*> series_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+struct ExtenderMetrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+
+  prometheus::Family<prometheus::Counter>& requests_family =
+      prometheus::BuildCounter()
+          .Name("gse_http_requests_total")
+          .Help("HTTP requests served, by verb, status code and outcome (ok|error|bad_request).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& duration_family =
+      prometheus::BuildHistogram()
+          .Name("gse_http_request_duration_seconds")
+          .Help("Time from request received to response ready, by verb.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& verdicts_family =
+      prometheus::BuildCounter()
+          .Name("gse_filter_verdicts_total")
+          .Help("Per-node filter verdicts, by requested offering and reason (fits or why not).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& filter_nodes_family =
+      prometheus::BuildHistogram()
+          .Name("gse_filter_nodes")
+          .Help("Nodes per filter call that passed or failed.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& bind_family =
+      prometheus::BuildCounter()
+          .Name("gse_bind_total")
+          .Help("Bind requests, by offering and outcome.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& bind_api_family =
+      prometheus::BuildHistogram()
+          .Name("gse_bind_api_duration_seconds")
+          .Help("Duration of the Binder call (the API server's binding POST) during bind.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& affinity_family =
+      prometheus::BuildCounter()
+          .Name("gse_affinity_placements_total")
+          .Help("Time-sliced placements onto a unit the project already owned (own_unit) or a "
+                "newly opened unit (new_unit).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& spill_family =
+      prometheus::BuildCounter()
+          .Name("gse_affinity_spills_total")
+          .Help("Time-sliced requests that had to open a new unit although the project owns "
+                "units with free tickets, by cause.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& preempt_nodes_family =
+      prometheus::BuildCounter()
+          .Name("gse_preemption_nodes_total")
+          .Help("Nodes proposed back to kube-scheduler as preemption candidates.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& preempt_victims_family =
+      prometheus::BuildCounter()
+          .Name("gse_preemption_victims_total")
+          .Help("Victim pods on the nodes proposed back to kube-scheduler.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& build_family =
+      prometheus::BuildGauge()
+          .Name("gse_build_info")
+          .Help("Always 1; labels carry the version and git revision of the running binary.")
+          .Register(*registry);
+
+  SeriesCache<prometheus::Counter> requests{requests_family, {"verb", "code", "outcome"}};
+  SeriesCache<prometheus::Histogram> durations{duration_family, {"verb"}, LatencyBuckets()};
+  SeriesCache<prometheus::Counter> verdicts{verdicts_family, {"offering", "reason"}};
+  SeriesCache<prometheus::Counter> binds{bind_family, {"offering", "outcome"}};
+  SeriesCache<prometheus::Counter> affinity{affinity_family, {"offering", "placement"}};
+  SeriesCache<prometheus::Counter> spills{spill_family, {"offering", "cause"}};
+
+  prometheus::Histogram& nodes_passed =
+      filter_nodes_family.Add({{"result", "passed"}}, NodeCountBuckets());
+  prometheus::Histogram& nodes_failed =
+      filter_nodes_family.Add({{"result", "failed"}}, NodeCountBuckets());
+  prometheus::Histogram& bind_api = bind_api_family.Add({}, ApiBuckets());
+  prometheus::Counter& preempt_nodes = preempt_nodes_family.Add({});
+  prometheus::Counter& preempt_victims = preempt_victims_family.Add({});
+
+  Impl() {
+    build_family.Add({{"version", GSE_VERSION}, {"revision", GSE_GIT_REVISION}}).Set(1);
+  }
+};
+
+ExtenderMetrics::ExtenderMetrics() : impl_(std::make_unique<Impl>()) {}
+ExtenderMetrics::~ExtenderMetrics() = default;
+
+void ExtenderMetrics::ObserveRequest(absl::string_view verb, int code, absl::string_view outcome,
+                                     double seconds) {
+  const std::string code_text = absl::StrCat(code);
+  impl_->requests.Get({verb, code_text, outcome}).Increment();
+  impl_->durations.Get({verb}).Observe(seconds < 0 ? 0 : seconds);
+}
+
+void ExtenderMetrics::ObserveFilterVerdict(absl::string_view offering, absl::string_view reason) {
+  ObserveFilterVerdicts(offering, reason, 1);
+}
+
+void ExtenderMetrics::ObserveFilterVerdicts(absl::string_view offering, absl::string_view reason,
+                                            int64_t count) {
+  if (count <= 0) return;
+  impl_->verdicts.Get({offering, reason}).Increment(static_cast<double>(count));
+}
+
+void ExtenderMetrics::ObserveFilterNodes(int passed, int failed) {
+  impl_->nodes_passed.Observe(passed);
+  impl_->nodes_failed.Observe(failed);
+}
+
+void ExtenderMetrics::ObserveBind(absl::string_view offering, absl::string_view outcome,
+                                  double api_seconds) {
+  impl_->binds.Get({offering, outcome}).Increment();
+  if (api_seconds >= 0) impl_->bind_api.Observe(api_seconds);
+}
+
+void ExtenderMetrics::ObserveAffinity(absl::string_view offering, absl::string_view placement) {
+  impl_->affinity.Get({offering, placement}).Increment();
+}
+
+void ExtenderMetrics::ObserveSpill(absl::string_view offering, absl::string_view cause) {
+  impl_->spills.Get({offering, cause}).Increment();
+}
+
+void ExtenderMetrics::ObservePreemption(int nodes_proposed, int victims) {
+  if (nodes_proposed > 0) impl_->preempt_nodes.Increment(nodes_proposed);
+  if (victims > 0) impl_->preempt_victims.Increment(victims);
+}
+
+prometheus::Registry& ExtenderMetrics::registry() { return *impl_->registry; }
+
+std::string ExtenderMetrics::Serialize() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, impl_->registry->Collect());
+  return out.str();
+}
+
+}  // namespace gse

@@ -1,0 +1,143 @@
+#include "extender/mirror_metrics.h"
+
+#include <vector>
+
+#include "prometheus/counter.h"
+
+namespace gse {
+namespace {
+
+prometheus::Gauge* SingleGauge(prometheus::Registry& registry, const char* name,
+                               const char* help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirror)
+    : mirror_(mirror),
+      units_(prometheus::BuildGauge()
+                 .Name("gse_inventory_units")
+                 .Help("GPU units (whole GPUs or MIG slices) per offering and state: free (no "
+                       "holder), partial (shared unit with free tickets or shares), full, draining "
+                       "(held beyond what the node advertises)")
+                 .Register(registry)),
+      slots_(prometheus::BuildGauge()
+                 .Name("gse_inventory_slots")
+                 .Help("Capacity per offering in slots: units (exclusive), tickets (time-sliced) "
+                       "or shares (mps), excluding draining units")
+                 .Register(registry)),
+      slots_used_(prometheus::BuildGauge()
+                      .Name("gse_inventory_slots_used")
+                      .Help("Slots held per offering (units, tickets or shares)")
+                      .Register(registry)),
+      project_units_(prometheus::BuildGauge()
+                         .Name("gse_project_units")
+                         .Help("Units a project holds (exclusive), owns (time-sliced) or shares "
+                               "it holds (mps), per offering: what its quota is charged")
+                         .Register(registry)),
+      project_quota_(prometheus::BuildGauge()
+                         .Name("gse_project_quota_units")
+                         .Help("A project's quota per offering, in the unit of gse_project_units "
+                               "(no series: unlimited)")
+                         .Register(registry)),
+      oversubscribed_(SingleGauge(registry, "gse_audit_oversubscribed_units",
+                                  "Units over capacity found by the last independent audit of "
+                                  "the mirror (must be 0)")),
+      multi_owner_(SingleGauge(registry, "gse_audit_multi_owner_units",
+                               "Single-project units held by two or more projects in the last "
+                               "audit (must be 0)")),
+      over_quota_(SingleGauge(registry, "gse_audit_over_quota",
+                              "(project, offering) pairs over quota in the last audit")),
+      nodes_(SingleGauge(registry, "gse_mirror_nodes", "Nodes in the mirror")),
+      pods_(SingleGauge(registry, "gse_mirror_pods", "Pods holding GPU units in the mirror")),
+      synced_(SingleGauge(registry, "gse_mirror_synced",
+                          "1 when the mirror holds a complete state and decisions are served")),
+      leader_(SingleGauge(registry, "gse_leader",
+                          "1 on the replica that makes decisions (the lease holder, or any "
+                          "replica running without leader election)")),
+      audits_(&prometheus::BuildCounter()
+                   .Name("gse_audit_runs_total")
+                   .Help("Independent audits of the mirror run")
+                   .Register(registry)
+                   .Add({})) {}
+
+void MirrorMetrics::SetSeries(prometheus::Family<prometheus::Gauge>& family,
+                              std::map<LabelKey, prometheus::Gauge*>& current,
+                              std::map<LabelKey, double> values, const char* first_label,
+                              const char* second_label) {
+  // Drop series whose labels vanished so that dashboards do not show stale values.
+  for (auto it = current.begin(); it != current.end();) {
+    if (values.count(it->first) == 0) {
+      family.Remove(it->second);
+      it = current.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [key, value] : values) {
+    auto it = current.find(key);
+    if (it == current.end()) {
+      prometheus::Labels labels{{first_label, key.first}};
+      if (second_label != nullptr) labels.emplace(second_label, key.second);
+      it = current.emplace(key, &family.Add(labels)).first;
+    }
+    it->second->Set(value);
+  }
+}
+
+AuditReport MirrorMetrics::Refresh() {
+  std::map<LabelKey, double> units, slots, used, project_units, project_quota;
+  AuditReport report = mirror_->Read([&](const ClusterState& state) {
+    const Catalog& catalog = state.catalog();
+    // Every offering gets all four states (0 when empty) so panels and alerts always have data.
+    for (const Offering& offering : catalog.offerings()) {
+      for (const char* s : {"free", "partial", "full", "draining"}) units[{offering.resource, s}] = 0;
+      slots[{offering.resource, ""}] = 0;
+      used[{offering.resource, ""}] = 0;
+    }
+    for (const auto& [name, node] : state.nodes()) {
+      for (const NodeOffering& no : node->offerings) {
+        const std::string& resource = catalog.Get(no.offering).resource;
+        for (const Unit& unit : no.units) {
+          const char* s = unit.draining            ? "draining"
+                          : unit.used == 0         ? "free"
+                          : unit.used >= unit.capacity ? "full"
+                                                   : "partial";
+          units[{resource, s}] += 1;
+          if (!unit.draining && no.unusable_reason.empty()) slots[{resource, ""}] += unit.capacity;
+          used[{resource, ""}] += unit.used;
+        }
+      }
+    }
+    for (size_t p = 0; p < state.project_count(); ++p) {
+      const ProjectState& project = state.project(static_cast<ProjectId>(p));
+      for (const Offering& offering : catalog.offerings()) {
+        int64_t usage = state.Usage(static_cast<ProjectId>(p), offering.id);
+        int64_t quota = state.Quota(static_cast<ProjectId>(p), offering.id);
+        // Projects with neither usage nor a quota for an offering add no series.
+        if (usage > 0 || quota >= 0) {
+          project_units[{project.name, offering.resource}] = static_cast<double>(usage);
+        }
+        if (quota >= 0) project_quota[{project.name, offering.resource}] = static_cast<double>(quota);
+      }
+    }
+    nodes_->Set(static_cast<double>(state.nodes().size()));
+    pods_->Set(static_cast<double>(state.pods().size()));
+    return state.Audit();
+  });
+  oversubscribed_->Set(static_cast<double>(report.oversubscribed_units));
+  multi_owner_->Set(static_cast<double>(report.multi_owner_units));
+  over_quota_->Set(static_cast<double>(report.over_quota_projects));
+  audits_->Increment();
+
+  absl::MutexLock lock(&mu_);
+  SetSeries(units_, unit_series_, std::move(units), "offering", "state");
+  SetSeries(slots_, slot_series_, std::move(slots), "offering", nullptr);
+  SetSeries(slots_used_, slot_used_series_, std::move(used), "offering", nullptr);
+  SetSeries(project_units_, project_unit_series_, std::move(project_units), "project", "offering");
+  SetSeries(project_quota_, project_quota_series_, std::move(project_quota), "project", "offering");
+  return report;
+}
+
+}  // namespace gse

@@ -1,0 +1,71 @@
+// MirrorMetrics: gauges read off the mirror — inventory per offering, usage and quota per
+// project, and the independent audit (ClusterState::Audit) whose oversubscription count must
+// stay 0 — refreshed by Refresh(), which the service calls periodically (--audit-interval)
+// from its own thread.
+//
+// Series are bounded by offerings x 4 states and projects x offerings; no node or pod labels.
+// Series of projects or offerings that disappear are removed, not left at stale values.
+// Thread-safe: Refresh() may run concurrently with scrapes (prometheus-cpp gauges are atomic;
+// the set of series this class manages is guarded by mu_).
+#ifndef GSE_EXTENDER_MIRROR_METRICS_H_
+#define GSE_EXTENDER_MIRROR_METRICS_H_
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+#include "state/mirror.h"
+
+namespace gse {
+
+class MirrorMetrics {
+ public:
+  MirrorMetrics(prometheus::Registry& registry, const Mirror* mirror);
+
+  // Reads the mirror (reader lock), runs the audit, updates every gauge. Returns the audit.
+  AuditReport Refresh();
+
+  // Set by the owner: the mirror holds a complete state (always true standalone), and this
+  // replica may decide (leader, or no election configured).
+  void SetSynced(bool synced) { synced_->Set(synced ? 1 : 0); }
+  void SetLeader(bool leader) { leader_->Set(leader ? 1 : 0); }
+
+ private:
+  using LabelKey = std::pair<std::string, std::string>;
+  void SetSeries(prometheus::Family<prometheus::Gauge>& family,
+                 std::map<LabelKey, prometheus::Gauge*>& current,
+                 std::map<LabelKey, double> values, const char* first_label,
+                 const char* second_label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Mirror* mirror_;
+  prometheus::Family<prometheus::Gauge>& units_;
+  prometheus::Family<prometheus::Gauge>& slots_;
+  prometheus::Family<prometheus::Gauge>& slots_used_;
+  prometheus::Family<prometheus::Gauge>& project_units_;
+  prometheus::Family<prometheus::Gauge>& project_quota_;
+  prometheus::Gauge* oversubscribed_;
+  prometheus::Gauge* multi_owner_;
+  prometheus::Gauge* over_quota_;
+  prometheus::Gauge* nodes_;
+  prometheus::Gauge* pods_;
+  prometheus::Gauge* synced_;
+  prometheus::Gauge* leader_;
+  prometheus::Counter* audits_;
+
+  absl::Mutex mu_;
+  std::map<LabelKey, prometheus::Gauge*> unit_series_ ABSL_GUARDED_BY(mu_);
+  std::map<LabelKey, prometheus::Gauge*> slot_series_ ABSL_GUARDED_BY(mu_);
+  std::map<LabelKey, prometheus::Gauge*> slot_used_series_ ABSL_GUARDED_BY(mu_);
+  std::map<LabelKey, prometheus::Gauge*> project_unit_series_ ABSL_GUARDED_BY(mu_);
+  std::map<LabelKey, prometheus::Gauge*> project_quota_series_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gse
+
+#endif  // GSE_EXTENDER_MIRROR_METRICS_H_

@@ -1,0 +1,382 @@
+// Filter: DESIGN.md's placement rules for one node, and the cross-node affinity rule (I3).
+//
+// Preemption asks "would this node fit if these pods were gone?". Rather than copying the
+// state and releasing the victims, every rule reads units through ViewUnit(), which overlays
+// the evictions on the fly: evicted holders' amounts are given back, the owner is recomputed
+// from the remaining holders, and the project's usage is lowered by what the victims held.
+// With no evictions the overlay is the unit itself, so plain filter and preemption share one
+// code path and cannot drift apart.
+#include "scoring/feasibility.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace gse {
+
+bool NodeFit::unresolvable() const {
+  switch (reason) {
+    case FitReason::kFits:
+    case FitReason::kNoFreeUnit:
+    case FitReason::kNoFreeTicket:
+    case FitReason::kNoUnitWithShares:
+      return false;
+    case FitReason::kNodeUnknown:
+    case FitReason::kOfferingNotOnNode:
+    case FitReason::kOfferingUnusable:
+    case FitReason::kNodeSelector:
+    case FitReason::kQuotaExhausted:
+    case FitReason::kPodUnresolvable:
+    case FitReason::kAffinityElsewhere:
+      return true;
+  }
+  return true;
+}
+
+std::string NodeFit::Message(const PodRequest& request) const {
+  if (reason == FitReason::kPodUnresolvable && !request.unresolvable.empty()) {
+    return request.unresolvable;
+  }
+  return std::string(FitReasonText(reason));
+}
+
+absl::string_view FitReasonText(FitReason reason) {
+  switch (reason) {
+    case FitReason::kFits: return "fits";
+    case FitReason::kNodeUnknown: return "node unknown to gpu-slice-extender";
+    case FitReason::kOfferingNotOnNode: return "offering not on node";
+    case FitReason::kOfferingUnusable: return "offering not usable as catalogued on node";
+    case FitReason::kNodeSelector: return "node does not match offering nodeSelector";
+    case FitReason::kQuotaExhausted: return "project quota exhausted";
+    case FitReason::kPodUnresolvable: return "pod request cannot be satisfied";
+    case FitReason::kNoFreeUnit: return "no free unit";
+    case FitReason::kNoFreeTicket: return "no free ticket on project's units and no free unit";
+    case FitReason::kNoUnitWithShares: return "no unit with enough free shares";
+    case FitReason::kAffinityElsewhere:
+      return "project's own unit has a free ticket on another node";
+  }
+  return "unknown";
+}
+
+absl::string_view FitReasonLabel(FitReason reason) {
+  switch (reason) {
+    case FitReason::kFits: return "fits";
+    case FitReason::kNodeUnknown: return "node_unknown";
+    case FitReason::kOfferingNotOnNode: return "offering_not_on_node";
+    case FitReason::kOfferingUnusable: return "offering_unusable";
+    case FitReason::kNodeSelector: return "node_selector";
+    case FitReason::kQuotaExhausted: return "quota_exhausted";
+    case FitReason::kPodUnresolvable: return "pod_unresolvable";
+    case FitReason::kNoFreeUnit: return "no_free_unit";
+    case FitReason::kNoFreeTicket: return "no_free_ticket";
+    case FitReason::kNoUnitWithShares: return "no_unit_with_shares";
+    case FitReason::kAffinityElsewhere: return "affinity_elsewhere";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// A unit as a new holder of the request's project would see it once `evicted` are gone.
+struct UnitView {
+  int32_t free = 0;              // tickets / shares / 1 a new holder could take
+  bool empty = true;             // no holders remain
+  ProjectId owner = kNoProject;  // the one project of the remaining holders
+  bool mixed = false;            // remaining holders of several or unknown projects
+};
+
+ProjectId ProjectOfPod(const ClusterState& state, const std::string& pod_key) {
+  const PodRecord* rec = state.FindPod(pod_key);
+  return rec == nullptr ? kNoProject : rec->project;
+}
+
+bool TouchedByEvictions(const Unit& unit, const Evictions& evicted) {
+  if (evicted.empty()) return false;
+  for (const Holding& h : unit.holders) {
+    if (evicted.contains(h.pod_key)) return true;
+  }
+  return false;
+}
+
+UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& evicted) {
+  UnitView v;
+  if (!TouchedByEvictions(unit, evicted)) {
+    // The mirror keeps owner and used current; holders without a single owner show as
+    // kNoProject while non-empty (MPS shared between projects, or facts breaking I2).
+    v.free = unit.Free();
+    v.empty = unit.Empty();
+    v.owner = unit.owner;
+    v.mixed = !v.empty && unit.owner == kNoProject;
+    return v;
+  }
+  int64_t used = 0;
+  for (const Holding& h : unit.holders) {
+    if (evicted.contains(h.pod_key)) continue;
+    used += h.amount;
+    v.empty = false;
+    const ProjectId p = ProjectOfPod(state, h.pod_key);
+    if (p == kNoProject) {
+      v.mixed = true;  // a holder we cannot attribute: nobody may share the unit with it
+    } else if (v.owner == kNoProject && !v.mixed) {
+      v.owner = p;
+    } else if (p != v.owner) {
+      v.mixed = true;
+    }
+  }
+  if (v.mixed) v.owner = kNoProject;
+  const int64_t free = unit.draining ? 0 : int64_t{unit.capacity} - used;
+  v.free = static_cast<int32_t>(std::max<int64_t>(0, free));
+  return v;
+}
+
+// Whether a new holder of `project` may join a unit with this view (ignoring free capacity).
+// Exclusive units need no holder at all; time-sliced units (and single-project MPS units) need
+// every holder to be the project's own (I2); other MPS units admit anyone.
+bool AdmitsProject(const UnitView& v, const Offering& offering, ProjectId project) {
+  if (v.empty) return true;
+  switch (offering.sharing) {
+    case Sharing::kExclusive:
+      return false;
+    case Sharing::kTimeSliced:
+      return project != kNoProject && !v.mixed && v.owner == project;
+    case Sharing::kMps:
+      if (!offering.mps_single_project) return true;
+      return project != kNoProject && !v.mixed && v.owner == project;
+  }
+  return false;
+}
+
+// What the project is charged for one unit, in the unit of ProjectState::usage: one per
+// holding (exclusive), one per owned unit however many tickets (time-sliced), shares (mps).
+// Counts only holders not evicted when `skip_evicted`.
+int64_t ChargeOnUnit(const ClusterState& state, const Unit& unit, const Offering& offering,
+                     ProjectId project, const Evictions& evicted, bool skip_evicted) {
+  int64_t holdings = 0;
+  int64_t shares = 0;
+  for (const Holding& h : unit.holders) {
+    if (skip_evicted && evicted.contains(h.pod_key)) continue;
+    if (ProjectOfPod(state, h.pod_key) != project) continue;
+    ++holdings;
+    shares += h.amount;
+  }
+  switch (offering.sharing) {
+    case Sharing::kExclusive: return holdings;
+    case Sharing::kTimeSliced: return holdings > 0 ? 1 : 0;
+    case Sharing::kMps: return shares;
+  }
+  return 0;
+}
+
+// The project's usage of `offering` once `evicted` are gone.
+int64_t EffectiveUsage(const ClusterState& state, ProjectId project, const Offering& offering,
+                       const Evictions& evicted) {
+  if (project == kNoProject) return 0;
+  int64_t usage = state.Usage(project, offering.id);
+  if (evicted.empty()) return usage;
+  absl::flat_hash_set<const Unit*> seen;  // two victims may share a unit
+  for (const std::string& key : evicted) {
+    const PodRecord* rec = state.FindPod(key);
+    if (rec == nullptr || rec->assignment.offering != offering.id) continue;
+    const NodeState* node = state.FindNode(rec->assignment.node);
+    if (node == nullptr) continue;
+    const NodeOffering* no = node->Find(offering.id);
+    if (no == nullptr) continue;
+    for (int32_t index : rec->assignment.units) {
+      if (index < 0 || static_cast<size_t>(index) >= no->units.size()) continue;
+      const Unit& unit = no->units[static_cast<size_t>(index)];
+      if (!seen.insert(&unit).second) continue;
+      usage -= ChargeOnUnit(state, unit, offering, project, evicted, /*skip_evicted=*/false) -
+               ChargeOnUnit(state, unit, offering, project, evicted, /*skip_evicted=*/true);
+    }
+  }
+  return std::max<int64_t>(usage, 0);
+}
+
+bool QuotaAllows(const ClusterState& state, ProjectId project, const Offering& offering,
+                 const Evictions& evicted, int64_t more) {
+  // A project never seen has no ResourceQuota: MirrorOptions decides.
+  const int64_t quota = project == kNoProject
+                            ? (state.options().unlimited_without_quota ? -1 : 0)
+                            : state.Quota(project, offering.id);
+  if (quota < 0) return true;
+  return EffectiveUsage(state, project, offering, evicted) + more <= quota;
+}
+
+bool SelectorMatches(const Offering& offering, const NodeState& node) {
+  for (const auto& [key, value] : offering.node_selector) {
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+// Checks that do not depend on holders: node known, offering there, usable, selected.
+// Sets *no_out when the offering passes them.
+FitReason StaticCheck(const Offering& offering, const NodeState* node,
+                      const NodeOffering** no_out) {
+  // A node deleted while units were still held is kept only to account for those holders.
+  if (node == nullptr || node->removed) return FitReason::kNodeUnknown;
+  // A node that advertises no units of the offering (any units left are held ones, draining)
+  // can take no new holder whatever is evicted: unresolvable, not a capacity shortage.
+  const NodeOffering* no = node->Find(offering.id);
+  if (no == nullptr || no->advertised_units == 0) return FitReason::kOfferingNotOnNode;
+  if (!no->unusable_reason.empty()) return FitReason::kOfferingUnusable;
+  if (!SelectorMatches(offering, *node)) return FitReason::kNodeSelector;
+  *no_out = no;
+  return FitReason::kFits;
+}
+
+// True when the project owns a unit of the offering with a free ticket (time-sliced).
+bool HasOwnedFreeTicket(const ClusterState& state, const Offering& offering,
+                        const NodeOffering& no, ProjectId project, const Evictions& evicted) {
+  if (project == kNoProject) return false;
+  for (const Unit& unit : no.units) {
+    const UnitView v = ViewUnit(state, unit, evicted);
+    if (!v.empty && v.free >= 1 && AdmitsProject(v, offering, project)) return true;
+  }
+  return false;
+}
+
+struct Verdict {
+  FitReason reason = FitReason::kFits;
+  // Time-sliced: fits through a unit the project already owns (no new unit, no quota).
+  bool via_owned_unit = false;
+};
+
+// DESIGN.md placement rules. Capacity is checked before quota, so that kQuotaExhausted
+// (unresolvable) is reported only when quota is the one obstacle; when capacity is short too,
+// the capacity reason leaves preemption its chance (evicting the project's own pods frees
+// both).
+// `project` is the request's project as the mirror knows it (kNoProject if never seen).
+Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId project,
+               const NodeState* node, const Evictions& evicted) {
+  Verdict verdict;
+  if (!request.interested()) return verdict;  // I6
+  if (!request.unresolvable.empty()) {
+    verdict.reason = FitReason::kPodUnresolvable;
+    return verdict;
+  }
+  if (request.offering < 0 || static_cast<size_t>(request.offering) >= state.catalog().size()) {
+    verdict.reason = FitReason::kOfferingNotOnNode;  // resolved against another catalog
+    return verdict;
+  }
+  const Offering& offering = state.catalog().Get(request.offering);
+  const NodeOffering* no = nullptr;
+  verdict.reason = StaticCheck(offering, node, &no);
+  if (verdict.reason != FitReason::kFits) return verdict;
+
+  switch (offering.sharing) {
+    case Sharing::kExclusive: {
+      int64_t free_units = 0;
+      for (const Unit& unit : no->units) {
+        const UnitView v = ViewUnit(state, unit, evicted);
+        if (v.empty && v.free >= 1) ++free_units;
+      }
+      if (free_units < request.amount) {
+        verdict.reason = FitReason::kNoFreeUnit;
+      } else if (!QuotaAllows(state, project, offering, evicted, request.amount)) {
+        verdict.reason = FitReason::kQuotaExhausted;
+      }
+      return verdict;
+    }
+    case Sharing::kTimeSliced: {
+      if (HasOwnedFreeTicket(state, offering, *no, project, evicted)) {
+        verdict.via_owned_unit = true;  // a ticket on an owned unit costs no quota
+        return verdict;
+      }
+      bool empty_unit = false;
+      for (const Unit& unit : no->units) {
+        const UnitView v = ViewUnit(state, unit, evicted);
+        if (v.empty && v.free >= 1) {
+          empty_unit = true;
+          break;
+        }
+      }
+      if (!empty_unit) {
+        verdict.reason = FitReason::kNoFreeTicket;
+      } else if (!QuotaAllows(state, project, offering, evicted, 1)) {
+        verdict.reason = FitReason::kQuotaExhausted;
+      }
+      return verdict;
+    }
+    case Sharing::kMps: {
+      bool unit_fits = false;
+      for (const Unit& unit : no->units) {
+        const UnitView v = ViewUnit(state, unit, evicted);
+        if (v.free >= request.amount && AdmitsProject(v, offering, project)) {
+          unit_fits = true;
+          break;
+        }
+      }
+      if (!unit_fits) {
+        verdict.reason = FitReason::kNoUnitWithShares;
+      } else if (!QuotaAllows(state, project, offering, evicted, request.amount)) {
+        verdict.reason = FitReason::kQuotaExhausted;
+      }
+      return verdict;
+    }
+  }
+  return verdict;
+}
+
+// Whether the project owns a unit with a free ticket on any node it could use, candidate or not.
+bool OwnsFreeTicketAnywhere(const ClusterState& state, const Offering& offering,
+                            ProjectId project) {
+  if (project == kNoProject) return false;
+  for (const auto& [name, node] : state.nodes()) {
+    const NodeOffering* no = nullptr;
+    if (StaticCheck(offering, node.get(), &no) != FitReason::kFits) continue;
+    if (HasOwnedFreeTicket(state, offering, *no, project, Evictions{})) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
+                  const Evictions& evicted) {
+  NodeFit fit;
+  fit.reason = Assess(state, request, state.FindProject(request.project), node, evicted).reason;
+  return fit;
+}
+
+FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
+                          const std::vector<const NodeState*>& nodes) {
+  FilterOutcome out;
+  out.fits.resize(nodes.size());
+  std::vector<bool> via_owned(nodes.size(), false);
+  bool owned_on_candidate = false;
+  bool any_fits = false;
+  const ProjectId project = state.FindProject(request.project);
+  const Evictions none;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Verdict v = Assess(state, request, project, nodes[i], none);
+    out.fits[i].reason = v.reason;
+    via_owned[i] = v.via_owned_unit;
+    owned_on_candidate = owned_on_candidate || v.via_owned_unit;
+    any_fits = any_fits || v.reason == FitReason::kFits;
+  }
+  if (!request.unresolvable.empty() || request.offering < 0 ||
+      static_cast<size_t>(request.offering) >= state.catalog().size()) {
+    return out;
+  }
+  const Offering& offering = state.catalog().Get(request.offering);
+  if (offering.sharing != Sharing::kTimeSliced) return out;
+
+  if (owned_on_candidate) {
+    // I3: while the project's own unit has room on a candidate, no candidate opens a new unit.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (out.fits[i].fits() && !via_owned[i]) out.fits[i].reason = FitReason::kAffinityElsewhere;
+    }
+  } else if (any_fits) {
+    // Every passing node opens a new unit; it is a spill when the project's own units still
+    // have room on nodes kube-scheduler did not find feasible.
+    out.spill_outside_candidates = OwnsFreeTicketAnywhere(state, offering, project);
+  }
+  return out;
+}
+
+}  // namespace gse

@@ -1,0 +1,71 @@
+// Filter: can a node host a pod's request, and if not, why.
+//
+// Reasons are fixed strings (kube-scheduler groups identical messages and counts them, so no
+// node names or numbers inside) and double as the `reason` label of the filter metrics.
+// Pure functions over a const ClusterState, no I/O, no locks.
+#ifndef GSE_SCORING_FEASIBILITY_H_
+#define GSE_SCORING_FEASIBILITY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+#include "scoring/pod_request.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+
+enum class FitReason {
+  kFits,
+  // unresolvable (preemption cannot help):
+  kNodeUnknown,          // "node unknown to gpu-slice-extender"
+  kOfferingNotOnNode,    // "offering not on node"
+  kOfferingUnusable,     // "offering not usable as catalogued on node" (sharing/product mismatch)
+  kNodeSelector,         // "node does not match offering nodeSelector"
+  kQuotaExhausted,       // "project quota exhausted"
+  kPodUnresolvable,      // the pod's own unresolvable reason (PodRequest::unresolvable)
+  // capacity (preemption may help):
+  kNoFreeUnit,           // "no free unit"
+  kNoFreeTicket,         // "no free ticket on project's units and no free unit"
+  kNoUnitWithShares,     // "no unit with enough free shares"
+  // affinity (I3): the project owns a unit with a free ticket on another candidate node, so
+  // opening a new unit here is refused; unresolvable (preemption must not evict for it).
+  kAffinityElsewhere,    // "project's own unit has a free ticket on another node"
+};
+
+struct NodeFit {
+  FitReason reason = FitReason::kFits;
+  bool fits() const { return reason == FitReason::kFits; }
+  bool unresolvable() const;
+  // The text sent to kube-scheduler (for kPodUnresolvable: the pod's own reason).
+  std::string Message(const PodRequest& request) const;
+};
+
+absl::string_view FitReasonText(FitReason reason);
+// Short stable label for metrics ("node_unknown", "quota_exhausted", ...).
+absl::string_view FitReasonLabel(FitReason reason);
+
+// Pod-keys whose holdings are to be ignored (preemption victims); empty for plain filter.
+using Evictions = absl::flat_hash_set<std::string>;
+
+// DESIGN.md placement rules for one node. `node` may be null (unknown node).
+NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
+                  const Evictions& evicted = {});
+
+// Filter over the candidate list: CheckNode per node, then the cross-node affinity rule (I3):
+// for a time-sliced request, when some candidate node has a unit owned by the project with a
+// free ticket, every candidate that would have to open a new unit fails kAffinityElsewhere.
+// `nodes[i]` may be null (unknown). Result is parallel to `nodes`.
+struct FilterOutcome {
+  std::vector<NodeFit> fits;
+  // Time-sliced only: the project owns units with free tickets, but on none of the candidates
+  // (so a passing node opens a new unit: an affinity spill, counted in metrics).
+  bool spill_outside_candidates = false;
+};
+FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
+                          const std::vector<const NodeState*>& nodes);
+
+}  // namespace gse
+
+#endif  // GSE_SCORING_FEASIBILITY_H_

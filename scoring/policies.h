@@ -1,0 +1,47 @@
+// Placement policies: score a feasible node 0..10 and choose the units on the chosen node.
+//
+// Contract of every policy: ChooseUnits picks units that CheckNode accepts, and on an
+// unchanged state the node with the best Score is the one whose ChooseUnits result the score
+// described (the unit chosen at bind is the one the scores favoured). Policies are stateless
+// and thread-safe; they read a const ClusterState and do no I/O.
+#ifndef GSE_SCORING_POLICIES_H_
+#define GSE_SCORING_POLICIES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scoring/feasibility.h"
+#include "scoring/pod_request.h"
+#include "state/assignment.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+
+inline constexpr int64_t kMaxExtenderPriority = 10;
+
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  virtual absl::string_view name() const = 0;
+  // 0..10 for a node where CheckNode fits; 0 for any other node.
+  virtual int64_t Score(const ClusterState& state, const PodRequest& request,
+                        const NodeState& node) const = 0;
+  // The units to reserve on `node`; FailedPrecondition with a reason when none fit.
+  virtual absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state,
+                                                 const PodRequest& request,
+                                                 const NodeState& node) const = 0;
+};
+
+// "affinity-pack" (default): the project's partly filled unit first (fullest first), then nodes
+//   where the project already owns units, then packing that keeps whole GPUs and nodes free.
+// "spread": least loaded node and unit first (still honours project affinity inside a node).
+std::vector<std::string> PolicyNames();
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePolicy(absl::string_view name);
+
+}  // namespace gse
+
+#endif  // GSE_SCORING_POLICIES_H_

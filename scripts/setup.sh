@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything gpu-slice-extender needs to build, run and test on Debian bookworm:
+# the libraries (all Debian packages), the real tools the tests drive (Prometheus/promtool,
+# kubectl is expected on PATH for manifest tests), and the npm packages of the offline
+# validators. Idempotent: packages already present are not fetched again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_PACKAGES=(cmake g++ make pkg-config git ca-certificates openssl
+  libcpp-httplib-dev rapidjson-dev libabsl-dev prometheus-cpp-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev)
+TEST_PACKAGES=(prometheus curl nodejs npm)
+
+missing=()
+for p in "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js may come from outside Debian (node and npm on PATH): then the Debian packages are not needed.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  filtered=()
+  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  # --no-install-recommends keeps the prometheus package from pulling in its web UI extras.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Offline validators for deploy/ (kubernetes-models) and the Grafana dashboard (@grafana/schema).
+for dir in tests/deploy tests/grafana; do
+  if [[ -f "$dir/package-lock.json" && ! -d "$dir/node_modules" ]]; then
+    (cd "$dir" && npm ci --silent --no-audit --no-fund >/dev/null)
+  fi
+done
+echo "setup: ok" >&2

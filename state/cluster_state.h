@@ -1,0 +1,210 @@
+// ClusterState: the mirror's data — nodes and their units, pods holding units, projects and
+// quotas — and every mutation of it, each of which keeps the invariants of DESIGN.md.
+//
+// Contract:
+//  * Not thread-safe by itself. Mirror (mirror.h) owns one ClusterState behind a reader/writer
+//    mutex; decisions read it under the reader lock, mutations run under the writer lock.
+//    Tests and the in-process replayer may use a ClusterState directly from one thread.
+//  * Facts from the API server (ApplyNode/ApplyPod/...) are recorded even when they disagree
+//    with our rules (the API server is the truth); a unit that ends up over capacity is then
+//    reported by Audit() and offers no free capacity, so it is never handed out again.
+//  * Reserve() is the only way we hand out capacity. It re-checks capacity, owner and quota
+//    and either commits the whole assignment or changes nothing.
+//  * Units are identified by (node, offering, index). A node whose advertised count shrinks
+//    below what is held keeps the held units, marked draining (no new holders), never drops
+//    them silently.
+#ifndef GSE_STATE_CLUSTER_STATE_H_
+#define GSE_STATE_CLUSTER_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "state/assignment.h"
+#include "state/catalog.h"
+#include "state/k8s_objects.h"
+
+namespace gse {
+
+using ProjectId = int32_t;
+inline constexpr ProjectId kNoProject = -1;
+
+struct MirrorOptions {
+  // Namespace label whose value names the project; the namespace name when absent.
+  std::string project_label = "gpu.themelio.io/project";
+  // A project without any ResourceQuota entry for an offering: unlimited (true) or zero.
+  bool unlimited_without_quota = true;
+};
+
+struct Holding {
+  std::string pod_key;  // namespace/name
+  int32_t amount = 1;   // tickets or shares (1 for exclusive)
+};
+
+struct Unit {
+  int32_t index = 0;
+  int32_t capacity = 1;  // 1 for exclusive; tickets or shares per unit for shared offerings
+  int32_t used = 0;      // sum of holders' amounts (may exceed capacity only via API facts)
+  // Exclusive and time-sliced: the project of the holders. MPS: the project when all holders
+  // share one, else kNoProject. kNoProject when free.
+  ProjectId owner = kNoProject;
+  bool draining = false;  // beyond the node's advertised count: keeps holders, takes no new
+  std::vector<Holding> holders;
+
+  int32_t Free() const { return draining || used >= capacity ? 0 : capacity - used; }
+  bool Empty() const { return holders.empty(); }
+};
+
+// One offering as one node provides it.
+struct NodeOffering {
+  OfferingId offering = kNoOffering;
+  std::string advertised_name;  // resource key in the node's allocatable (name or alias)
+  int32_t advertised_units = 0;  // physical units the node advertises now
+  int32_t replicas = 1;          // tickets or shares per unit on this node
+  // Non-empty when the node advertises the name but cannot serve it as the catalog defines it
+  // (e.g. an exclusive offering that the node time-slices, or a product mismatch): a fixed,
+  // short reason; such units are never chosen.
+  std::string unusable_reason;
+  std::vector<Unit> units;  // units[i].index == i
+};
+
+struct NodeState {
+  std::string name;
+  std::string gpu_product;  // nvidia.com/gpu.product
+  int32_t gpu_count = 0;    // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
+  bool removed = false;     // node object deleted while units were still held
+  std::map<std::string, std::string> labels;  // only keys some catalog nodeSelector uses
+  std::vector<NodeOffering> offerings;
+  uint64_t fingerprint = 0;  // of the fields above as derived from the Node object
+
+  const NodeOffering* Find(OfferingId id) const;
+  NodeOffering* Find(OfferingId id);
+};
+
+enum class HoldingSource {
+  kReserved,   // handed out by Reserve(), bind to the API server not yet confirmed
+  kConfirmed,  // recorded on the pod (our annotation) or bind confirmed
+  kCharged,    // bound by something else without an assignment: charged conservatively
+};
+
+struct PodRecord {
+  std::string key;  // namespace/name
+  std::string uid;
+  std::string namespace_name;
+  ProjectId project = kNoProject;
+  Assignment assignment;
+  HoldingSource source = HoldingSource::kConfirmed;
+};
+
+struct ProjectState {
+  std::string name;
+  // Units held (exclusive), units owned (time-sliced) or shares held (mps), per offering.
+  absl::flat_hash_map<OfferingId, int64_t> usage;
+  // Same unit as usage; absent = no ResourceQuota entry (MirrorOptions decides).
+  absl::flat_hash_map<OfferingId, int64_t> quota;
+};
+
+// What the caller wants reserved; the assignment says where.
+struct PodClaim {
+  std::string key;  // namespace/name
+  std::string uid;
+  std::string namespace_name;
+  std::string project;  // project name (see ProjectOfNamespace)
+};
+
+// Counters of facts that broke our rules, for metrics and alerts.
+struct AuditReport {
+  int64_t oversubscribed_units = 0;  // used > capacity, or holders' sum != used
+  int64_t multi_owner_units = 0;     // time-sliced (or single-project mps) unit with 2+ projects
+  int64_t over_quota_projects = 0;   // (project, offering) pairs with usage > quota
+  std::vector<std::string> problems;  // human-readable, capped at 100 entries
+};
+
+class ClusterState {
+ public:
+  ClusterState(std::shared_ptr<const Catalog> catalog, MirrorOptions options);
+
+  // ---- facts from Kubernetes objects (API watch, snapshot files, extender requests) ----
+  // Upserts a node; returns true when anything the mirror keeps changed.
+  bool ApplyNode(const NodeObject& node);
+  void RemoveNode(absl::string_view name);
+  // Upserts a pod: bound pods with our assignment annotation become holders (kConfirmed);
+  // bound pods without it that request a catalog resource are charged (kCharged); terminal,
+  // terminating-and-unbound or pending pods release whatever they held.
+  void ApplyPod(const PodObject& pod);
+  void RemovePod(absl::string_view key);
+  void ApplyNamespace(const NamespaceObject& ns);
+  void RemoveNamespace(absl::string_view name);
+  void ApplyQuota(const ResourceQuotaObject& quota);
+  void RemoveQuota(absl::string_view namespace_name, absl::string_view name);
+  // Applies a whole decoded document: namespaces and quotas first, then nodes, then pods.
+  void ApplyBatch(const ObjectBatch& batch);
+
+  // ---- our decisions ----
+  // Re-checks `a` for `claim` (node known, offering usable, units exist and not draining,
+  // free capacity, single owner, quota) and commits it, or returns FailedPrecondition with a
+  // reason and changes nothing. A pod that already holds exactly `a` succeeds (idempotent); a
+  // pod holding something else fails with AlreadyExists.
+  absl::Status Reserve(const PodClaim& claim, const Assignment& a,
+                       HoldingSource source = HoldingSource::kReserved);
+  // Marks a reservation confirmed (bind succeeded). NotFound if the pod holds nothing.
+  absl::Status Confirm(absl::string_view pod_key);
+  // Releases everything the pod holds; false if it held nothing.
+  bool Release(absl::string_view pod_key);
+
+  // ---- read access for decisions (scoring/) ----
+  const Catalog& catalog() const { return *catalog_; }
+  // The owning pointer, so that a fresh state sharing this catalog can be built (Mirror::ReplaceAll).
+  const std::shared_ptr<const Catalog>& shared_catalog() const { return catalog_; }
+  const MirrorOptions& options() const { return options_; }
+  const NodeState* FindNode(absl::string_view name) const;
+  const absl::flat_hash_map<std::string, std::unique_ptr<NodeState>>& nodes() const {
+    return nodes_;
+  }
+  const PodRecord* FindPod(absl::string_view key) const;
+  const PodRecord* FindPodByUid(absl::string_view uid) const;
+  const absl::flat_hash_map<std::string, PodRecord>& pods() const { return pods_; }
+  // Project name of a namespace: its project label, else the namespace name.
+  std::string ProjectOfNamespace(absl::string_view namespace_name) const;
+  ProjectId FindProject(absl::string_view name) const;  // kNoProject if never seen
+  const ProjectState& project(ProjectId id) const { return projects_[static_cast<size_t>(id)]; }
+  size_t project_count() const { return projects_.size(); }
+  // Units used by the project of `offering` (0 for kNoProject).
+  int64_t Usage(ProjectId project, OfferingId offering) const;
+  // Quota in the same unit; -1 = unlimited.
+  int64_t Quota(ProjectId project, OfferingId offering) const;
+
+  // Recounts every unit from the pod records (not from the units' own counters) and checks
+  // I1 (capacity), I2 (one owner) and I4 (quota).
+  AuditReport Audit() const;
+
+ private:
+  ProjectId InternProject(absl::string_view name);
+  void RecomputeQuotas();
+  void AddHolding(const PodRecord& pod);
+  void RemoveHolding(const PodRecord& pod);
+  void RecomputeOwner(Unit& unit, const Offering& offering);
+  int64_t UsageDelta(const Offering& offering, const NodeOffering& no, const Assignment& a,
+                     ProjectId project) const;
+
+  std::shared_ptr<const Catalog> catalog_;
+  MirrorOptions options_;
+  absl::flat_hash_map<std::string, std::unique_ptr<NodeState>> nodes_;
+  absl::flat_hash_map<std::string, PodRecord> pods_;
+  absl::flat_hash_map<std::string, std::string> uid_to_key_;
+  absl::flat_hash_map<std::string, std::map<std::string, std::string>> namespace_labels_;
+  // namespace/name -> spec.hard
+  std::map<std::string, ResourceQuotaObject> quotas_;
+  std::vector<ProjectState> projects_;
+  absl::flat_hash_map<std::string, ProjectId> project_ids_;
+};
+
+}  // namespace gse
+
+#endif  // GSE_STATE_CLUSTER_STATE_H_

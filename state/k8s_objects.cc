@@ -1,0 +1,765 @@
+// Decoding of Kubernetes objects: strict on the fields we keep, blind to everything else.
+//
+// How it stays fast on 5,000-node filter requests: each JSON object is walked once, its
+// members dispatched by key (no repeated FindMember scans); map keys arrive sorted from Go's
+// encoder, so std::map inserts use an end() hint; the JSON path of a field is a chain of
+// stack frames that is rendered into a string only when an error is reported.
+//
+// How it stays safe on hostile bodies: the parser is RapidJSON's iterative one (no recursion)
+// behind a SAX filter that stops at kMaxJsonDepth, so no deep tree is ever built; bodies
+// over kMaxJsonBytes are refused before they are read; UTF-8 is validated over the whole body
+// (its ASCII fast path is cheaper than RapidJSON's per-string check); a key we read that
+// appears twice is an error rather than a silent first-or-last-wins choice.
+#include "state/k8s_objects.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "rapidjson/error/en.h"
+#include "rapidjson/memorystream.h"
+#include "rapidjson/reader.h"
+#include "rapidjson/stream.h"
+#include "state/quantity.h"
+
+namespace gse {
+namespace {
+
+using rapidjson::SizeType;
+using rapidjson::Value;
+
+// ---------------------------------------------------------------------------------------
+// Parsing with limits.
+
+// Forwards SAX events to the document under construction, refusing to nest deeper than
+// kMaxJsonDepth. Returning false makes the reader stop with kParseErrorTermination.
+class DepthLimitedHandler {
+ public:
+  explicit DepthLimitedHandler(rapidjson::Document& doc) : doc_(doc) {}
+
+  bool too_deep() const { return too_deep_; }
+
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* s, SizeType n, bool copy) { return doc_.RawNumber(s, n, copy); }
+  bool String(const char* s, SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return Enter() && doc_.StartObject(); }
+  bool EndObject(SizeType members) { --depth_; return doc_.EndObject(members); }
+  bool StartArray() { return Enter() && doc_.StartArray(); }
+  bool EndArray(SizeType elements) { --depth_; return doc_.EndArray(elements); }
+
+ private:
+  bool Enter() {
+    if (++depth_ > kMaxJsonDepth) {
+      too_deep_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  rapidjson::Document& doc_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+};
+
+// Offset of the first byte that does not belong to well-formed UTF-8 (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or `length` when all is well. Checking the
+// whole body up front is equivalent to RapidJSON's kParseValidateEncodingFlag (outside strings
+// any non-ASCII byte is invalid JSON anyway) and, with an 8-bytes-at-a-time ASCII path, cheaper:
+// on a 21 MB body of 5,000 Nodes the flag cost ~5 ms of ~70 ms, this check ~1 ms.
+size_t FindInvalidUtf8(const char* data, size_t length) {
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(data);
+  size_t i = 0;
+  while (i < length) {
+    if (i + 8 <= length) {
+      uint64_t word;
+      std::memcpy(&word, bytes + i, sizeof word);
+      if ((word & 0x8080808080808080ull) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    const unsigned char lead = bytes[i];
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t tail;   // continuation bytes that must follow
+    uint32_t cp;   // code point being assembled
+    uint32_t min;  // smallest code point this length may encode (no overlong forms)
+    if ((lead & 0xE0) == 0xC0) {
+      tail = 1;
+      cp = lead & 0x1F;
+      min = 0x80;
+    } else if ((lead & 0xF0) == 0xE0) {
+      tail = 2;
+      cp = lead & 0x0F;
+      min = 0x800;
+    } else if ((lead & 0xF8) == 0xF0) {
+      tail = 3;
+      cp = lead & 0x07;
+      min = 0x10000;
+    } else {
+      return i;  // a continuation byte without a lead, or 0xF8..0xFF
+    }
+    if (length - i <= tail) return i;
+    for (size_t k = 1; k <= tail; ++k) {
+      const unsigned char b = bytes[i + k];
+      if ((b & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += tail + 1;
+  }
+  return length;
+}
+
+template <unsigned kFlags, typename Stream>
+absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
+                                rapidjson::Document& doc) {
+  if (const size_t bad = FindInvalidUtf8(text, length); bad != length) {
+    doc.SetNull();
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid JSON at offset ", bad, ": Invalid UTF-8 encoding."));
+  }
+  constexpr unsigned kLimitedFlags = kFlags | rapidjson::kParseIterativeFlag;
+  rapidjson::Reader reader;
+  rapidjson::ParseResult result;
+  bool too_deep = false;
+  auto generator = [&](rapidjson::Document& target) {
+    DepthLimitedHandler handler(target);
+    result = reader.Parse<kLimitedFlags>(stream, handler);
+    too_deep = handler.too_deep();
+    return !result.IsError();
+  };
+  doc.SetNull();
+  doc.Populate(generator);
+  if (too_deep) {
+    return absl::InvalidArgumentError(absl::StrCat("JSON nested deeper than ", kMaxJsonDepth,
+                                                   " levels at offset ", result.Offset()));
+  }
+  if (result.IsError()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON at offset ", result.Offset(),
+                                                   ": ",
+                                                   rapidjson::GetParseError_En(result.Code())));
+  }
+  // The reader treats a NUL byte as the end of input; anything after one must not be
+  // silently dropped.
+  if (stream.Tell() != length) {
+    const size_t offset = stream.Tell();
+    doc.SetNull();
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid JSON at offset ", offset, ": NUL byte in the document"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSize(size_t length) {
+  if (length > kMaxJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("JSON body of ", length,
+                                                   " bytes exceeds the limit of ",
+                                                   kMaxJsonBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// JSON paths for error messages, built lazily.
+
+// One step of a path; each frame lives on the decoder's stack and points at its parent.
+// Always bind a frame to a named variable before deriving children from it.
+class Path {
+ public:
+  explicit Path(absl::string_view root) : parent_(nullptr), kind_(kRoot), text_(root) {}
+
+  Path Field(absl::string_view name) const { return Path(this, kField, name, 0); }
+  Path Index(size_t index) const { return Path(this, kIndex, {}, index); }
+  Path Key(absl::string_view key) const { return Path(this, kKey, key, 0); }
+
+  std::string Render() const {
+    std::vector<const Path*> chain;
+    for (const Path* p = this; p != nullptr; p = p->parent_) chain.push_back(p);
+    std::string out;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const Path& p = **it;
+      switch (p.kind_) {
+        case kRoot:
+          absl::StrAppend(&out, p.text_);
+          break;
+        case kField:
+          absl::StrAppend(&out, out.empty() ? "" : ".", p.text_);
+          break;
+        case kIndex:
+          absl::StrAppend(&out, "[", p.index_, "]");
+          break;
+        case kKey:
+          absl::StrAppend(&out, "[\"", absl::CEscape(p.text_), "\"]");
+          break;
+      }
+    }
+    return out;
+  }
+
+ private:
+  enum Kind { kRoot, kField, kIndex, kKey };
+  Path(const Path* parent, Kind kind, absl::string_view text, size_t index)
+      : parent_(parent), kind_(kind), text_(text), index_(index) {}
+
+  const Path* parent_;
+  Kind kind_;
+  absl::string_view text_;
+  size_t index_ = 0;
+};
+
+absl::Status Error(const Path& path, absl::string_view what) {
+  std::string where = path.Render();
+  if (where.empty()) where = "document";
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+const char* TypeName(const Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kNullType: return "null";
+    case rapidjson::kFalseType:
+    case rapidjson::kTrueType: return "a boolean";
+    case rapidjson::kObjectType: return "an object";
+    case rapidjson::kArrayType: return "an array";
+    case rapidjson::kStringType: return "a string";
+    case rapidjson::kNumberType: return "a number";
+  }
+  return "an unknown value";
+}
+
+absl::Status WrongType(const Path& path, absl::string_view expected, const Value& got) {
+  return Error(path, absl::StrCat("expected ", expected, ", got ", TypeName(got)));
+}
+
+absl::string_view Str(const Value& v) {
+  return absl::string_view(v.GetString(), v.GetStringLength());
+}
+
+// A string value as it appears in error messages: quoted, escaped, cut short when long.
+std::string Quote(absl::string_view s) {
+  constexpr size_t kShown = 64;
+  if (s.size() > kShown) {
+    return absl::StrCat("\"", absl::CEscape(s.substr(0, kShown)), "...\" (", s.size(),
+                        " bytes)");
+  }
+  return absl::StrCat("\"", absl::CEscape(s), "\"");
+}
+
+// ---------------------------------------------------------------------------------------
+// Field readers. A null field pointer means "absent or JSON null": optional fields take
+// their default.
+
+// Finds the members named in `names` in one pass over `obj` (which must be an object). A
+// JSON null counts as absent; a name we read that occurs twice is an error.
+template <size_t N>
+absl::Status GetFields(const Value& obj, const Path& path, const absl::string_view (&names)[N],
+                       const Value* (&out)[N]) {
+  bool seen[N] = {};
+  for (size_t i = 0; i < N; ++i) out[i] = nullptr;
+  for (const auto& member : obj.GetObject()) {
+    const absl::string_view key = Str(member.name);
+    for (size_t i = 0; i < N; ++i) {
+      if (key != names[i]) continue;
+      if (seen[i]) return Error(path.Field(names[i]), "duplicate key");
+      seen[i] = true;
+      if (!member.value.IsNull()) out[i] = &member.value;
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireObject(const Value& v, const Path& path) {
+  if (!v.IsObject()) return WrongType(path, "an object", v);
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const Value* v, const Path& path, std::string* out) {
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->IsString()) return WrongType(path, "a string", *v);
+  out->assign(v->GetString(), v->GetStringLength());
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const Value* v, const Path& path, bool* out) {
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->IsBool()) return WrongType(path, "a boolean", *v);
+  *out = v->GetBool();
+  return absl::OkStatus();
+}
+
+absl::Status ReadStringMap(const Value* v, const Path& path,
+                           std::map<std::string, std::string>* out) {
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->IsObject()) return WrongType(path, "an object", *v);
+  for (const auto& member : v->GetObject()) {
+    const absl::string_view key = Str(member.name);
+    if (!member.value.IsString()) return WrongType(path.Key(key), "a string", member.value);
+    const size_t before = out->size();
+    out->emplace_hint(out->end(), std::piecewise_construct,
+                      std::forward_as_tuple(key.data(), key.size()),
+                      std::forward_as_tuple(member.value.GetString(),
+                                            member.value.GetStringLength()));
+    if (out->size() == before) return Error(path.Key(key), "duplicate key");
+  }
+  return absl::OkStatus();
+}
+
+// Resource lists (allocatable, requests, limits, hard): quantity strings, never negative.
+absl::Status ReadQuantityMap(const Value* v, const Path& path,
+                             std::map<std::string, int64_t>* out) {
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->IsObject()) return WrongType(path, "an object", *v);
+  for (const auto& member : v->GetObject()) {
+    const absl::string_view key = Str(member.name);
+    if (!member.value.IsString()) {
+      return WrongType(path.Key(key), "a quantity string", member.value);
+    }
+    const absl::string_view text = Str(member.value);
+    absl::StatusOr<int64_t> milli = ParseQuantityMilli(text);
+    if (!milli.ok()) return Error(path.Key(key), milli.status().message());
+    if (*milli < 0) return Error(path.Key(key), absl::StrCat(Quote(text), " is negative"));
+    const size_t before = out->size();
+    out->emplace_hint(out->end(), std::string(key.data(), key.size()), *milli);
+    if (out->size() == before) return Error(path.Key(key), "duplicate key");
+  }
+  return absl::OkStatus();
+}
+
+// Object names and namespaces become map keys and "namespace/name" keys: they must be
+// non-empty, bounded, free of '/' and of control characters (NUL would cut C strings and
+// logs short). Other bytes (UTF-8 already validated) are the API server's business.
+absl::Status CheckName(const Path& path, absl::string_view name) {
+  if (name.empty()) return Error(path, "empty");
+  if (name.size() > kMaxNameBytes) {
+    return Error(path, absl::StrCat(Quote(name), " is longer than ", kMaxNameBytes, " bytes"));
+  }
+  for (char c : name) {
+    if (c == '/') return Error(path, absl::StrCat(Quote(name), " contains '/'"));
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      return Error(path, absl::StrCat(Quote(name), " contains a control character"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadName(const Value* v, const Path& path, std::string* out) {
+  if (v == nullptr) return Error(path, "missing");
+  if (!v->IsString()) return WrongType(path, "a string", *v);
+  if (absl::Status s = CheckName(path, Str(*v)); !s.ok()) return s;
+  out->assign(v->GetString(), v->GetStringLength());
+  return absl::OkStatus();
+}
+
+// The metadata fields any of our kinds keeps; a null pointer means the kind does not keep it.
+struct MetaOut {
+  std::string* name = nullptr;
+  std::string* namespace_name = nullptr;  // required when requested
+  std::string* uid = nullptr;
+  std::string* resource_version = nullptr;
+  std::map<std::string, std::string>* labels = nullptr;
+  std::map<std::string, std::string>* annotations = nullptr;
+  bool* terminating = nullptr;  // deletionTimestamp set
+};
+
+absl::Status DecodeMeta(const Value* meta, const Path& object_path, const MetaOut& out) {
+  const Path path = object_path.Field("metadata");
+  if (meta == nullptr) {
+    const Path name_path = path.Field("name");
+    return Error(name_path, "missing");
+  }
+  if (absl::Status s = RequireObject(*meta, path); !s.ok()) return s;
+  static constexpr absl::string_view kNames[] = {
+      "name", "namespace", "uid", "resourceVersion", "labels", "annotations",
+      "deletionTimestamp"};
+  const Value* f[7];
+  if (absl::Status s = GetFields(*meta, path, kNames, f); !s.ok()) return s;
+
+  const Path name_path = path.Field("name");
+  if (absl::Status s = ReadName(f[0], name_path, out.name); !s.ok()) return s;
+  if (out.namespace_name != nullptr) {
+    const Path ns_path = path.Field("namespace");
+    if (absl::Status s = ReadName(f[1], ns_path, out.namespace_name); !s.ok()) return s;
+  }
+  if (out.uid != nullptr) {
+    const Path p = path.Field("uid");
+    if (absl::Status s = ReadString(f[2], p, out.uid); !s.ok()) return s;
+  }
+  if (out.resource_version != nullptr) {
+    const Path p = path.Field("resourceVersion");
+    if (absl::Status s = ReadString(f[3], p, out.resource_version); !s.ok()) return s;
+  }
+  if (out.labels != nullptr) {
+    const Path p = path.Field("labels");
+    if (absl::Status s = ReadStringMap(f[4], p, out.labels); !s.ok()) return s;
+  }
+  if (out.annotations != nullptr) {
+    const Path p = path.Field("annotations");
+    if (absl::Status s = ReadStringMap(f[5], p, out.annotations); !s.ok()) return s;
+  }
+  if (out.terminating != nullptr && f[6] != nullptr) {
+    const Path p = path.Field("deletionTimestamp");
+    if (!f[6]->IsString()) return WrongType(p, "a timestamp string", *f[6]);
+    *out.terminating = true;
+  }
+  return absl::OkStatus();
+}
+
+// metadata / spec / status of a top-level object, each an object when present.
+struct Sections {
+  const Value* metadata;
+  const Value* spec;
+  const Value* status;
+};
+
+absl::Status GetSections(const Value& value, const Path& path, Sections* out) {
+  if (absl::Status s = RequireObject(value, path); !s.ok()) return s;
+  static constexpr absl::string_view kNames[] = {"metadata", "spec", "status"};
+  const Value* f[3];
+  if (absl::Status s = GetFields(value, path, kNames, f); !s.ok()) return s;
+  out->metadata = f[0];
+  out->spec = f[1];
+  out->status = f[2];
+  if (out->spec != nullptr) {
+    const Path p = path.Field("spec");
+    if (absl::Status s = RequireObject(*out->spec, p); !s.ok()) return s;
+  }
+  if (out->status != nullptr) {
+    const Path p = path.Field("status");
+    if (absl::Status s = RequireObject(*out->status, p); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeTaints(const Value* v, const Path& path,
+                          std::vector<NodeObject::Taint>* out) {
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->IsArray()) return WrongType(path, "an array", *v);
+  out->reserve(v->Size());
+  for (SizeType i = 0; i < v->Size(); ++i) {
+    const Path item_path = path.Index(i);
+    const Value& item = (*v)[i];
+    if (absl::Status s = RequireObject(item, item_path); !s.ok()) return s;
+    static constexpr absl::string_view kNames[] = {"key", "value", "effect"};
+    const Value* f[3];
+    if (absl::Status s = GetFields(item, item_path, kNames, f); !s.ok()) return s;
+    NodeObject::Taint taint;
+    for (int k = 0; k < 3; ++k) {
+      std::string* dest = k == 0 ? &taint.key : k == 1 ? &taint.value : &taint.effect;
+      const Path p = item_path.Field(kNames[k]);
+      if (absl::Status s = ReadString(f[k], p, dest); !s.ok()) return s;
+    }
+    out->push_back(std::move(taint));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeContainers(const Value* v, const Path& path,
+                              std::vector<ContainerResources>* out) {
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->IsArray()) return WrongType(path, "an array", *v);
+  out->reserve(v->Size());
+  for (SizeType i = 0; i < v->Size(); ++i) {
+    const Path item_path = path.Index(i);
+    const Value& item = (*v)[i];
+    if (absl::Status s = RequireObject(item, item_path); !s.ok()) return s;
+    static constexpr absl::string_view kNames[] = {"name", "resources"};
+    const Value* f[2];
+    if (absl::Status s = GetFields(item, item_path, kNames, f); !s.ok()) return s;
+    ContainerResources container;
+    const Path name_path = item_path.Field("name");
+    if (absl::Status s = ReadString(f[0], name_path, &container.name); !s.ok()) return s;
+    if (f[1] != nullptr) {
+      const Path res_path = item_path.Field("resources");
+      if (absl::Status s = RequireObject(*f[1], res_path); !s.ok()) return s;
+      static constexpr absl::string_view kResNames[] = {"requests", "limits"};
+      const Value* r[2];
+      if (absl::Status s = GetFields(*f[1], res_path, kResNames, r); !s.ok()) return s;
+      const Path req_path = res_path.Field("requests");
+      if (absl::Status s = ReadQuantityMap(r[0], req_path, &container.requests_milli); !s.ok()) {
+        return s;
+      }
+      const Path lim_path = res_path.Field("limits");
+      if (absl::Status s = ReadQuantityMap(r[1], lim_path, &container.limits_milli); !s.ok()) {
+        return s;
+      }
+    }
+    out->push_back(std::move(container));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeNodeAt(const Value& value, const Path& path, NodeObject* node) {
+  Sections sec;
+  if (absl::Status s = GetSections(value, path, &sec); !s.ok()) return s;
+  MetaOut meta;
+  meta.name = &node->name;
+  meta.uid = &node->uid;
+  meta.resource_version = &node->resource_version;
+  meta.labels = &node->labels;
+  if (absl::Status s = DecodeMeta(sec.metadata, path, meta); !s.ok()) return s;
+  if (sec.spec != nullptr) {
+    const Path spec_path = path.Field("spec");
+    static constexpr absl::string_view kNames[] = {"unschedulable", "taints"};
+    const Value* f[2];
+    if (absl::Status s = GetFields(*sec.spec, spec_path, kNames, f); !s.ok()) return s;
+    const Path unsched_path = spec_path.Field("unschedulable");
+    if (absl::Status s = ReadBool(f[0], unsched_path, &node->unschedulable); !s.ok()) return s;
+    const Path taints_path = spec_path.Field("taints");
+    if (absl::Status s = DecodeTaints(f[1], taints_path, &node->taints); !s.ok()) return s;
+  }
+  if (sec.status != nullptr) {
+    const Path status_path = path.Field("status");
+    static constexpr absl::string_view kNames[] = {"allocatable"};
+    const Value* f[1];
+    if (absl::Status s = GetFields(*sec.status, status_path, kNames, f); !s.ok()) return s;
+    const Path alloc_path = status_path.Field("allocatable");
+    if (absl::Status s = ReadQuantityMap(f[0], alloc_path, &node->allocatable_milli); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
+  Sections sec;
+  if (absl::Status s = GetSections(value, path, &sec); !s.ok()) return s;
+  MetaOut meta;
+  meta.name = &pod->name;
+  meta.namespace_name = &pod->namespace_name;
+  meta.uid = &pod->uid;
+  meta.resource_version = &pod->resource_version;
+  meta.labels = &pod->labels;
+  meta.annotations = &pod->annotations;
+  meta.terminating = &pod->terminating;
+  if (absl::Status s = DecodeMeta(sec.metadata, path, meta); !s.ok()) return s;
+  if (sec.spec != nullptr) {
+    const Path spec_path = path.Field("spec");
+    static constexpr absl::string_view kNames[] = {"nodeName", "schedulerName", "nodeSelector",
+                                                   "containers", "initContainers"};
+    const Value* f[5];
+    if (absl::Status s = GetFields(*sec.spec, spec_path, kNames, f); !s.ok()) return s;
+    const Path node_path = spec_path.Field("nodeName");
+    if (absl::Status s = ReadString(f[0], node_path, &pod->node_name); !s.ok()) return s;
+    const Path sched_path = spec_path.Field("schedulerName");
+    if (absl::Status s = ReadString(f[1], sched_path, &pod->scheduler_name); !s.ok()) return s;
+    const Path sel_path = spec_path.Field("nodeSelector");
+    if (absl::Status s = ReadStringMap(f[2], sel_path, &pod->node_selector); !s.ok()) return s;
+    const Path c_path = spec_path.Field("containers");
+    if (absl::Status s = DecodeContainers(f[3], c_path, &pod->containers); !s.ok()) return s;
+    const Path ic_path = spec_path.Field("initContainers");
+    if (absl::Status s = DecodeContainers(f[4], ic_path, &pod->init_containers); !s.ok()) {
+      return s;
+    }
+  }
+  if (sec.status != nullptr) {
+    const Path status_path = path.Field("status");
+    static constexpr absl::string_view kNames[] = {"phase"};
+    const Value* f[1];
+    if (absl::Status s = GetFields(*sec.status, status_path, kNames, f); !s.ok()) return s;
+    const Path phase_path = status_path.Field("phase");
+    if (absl::Status s = ReadString(f[0], phase_path, &pod->phase); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeNamespaceAt(const Value& value, const Path& path, NamespaceObject* ns) {
+  Sections sec;
+  if (absl::Status s = GetSections(value, path, &sec); !s.ok()) return s;
+  MetaOut meta;
+  meta.name = &ns->name;
+  meta.labels = &ns->labels;
+  return DecodeMeta(sec.metadata, path, meta);
+}
+
+absl::Status DecodeQuotaAt(const Value& value, const Path& path, ResourceQuotaObject* quota) {
+  Sections sec;
+  if (absl::Status s = GetSections(value, path, &sec); !s.ok()) return s;
+  MetaOut meta;
+  meta.name = &quota->name;
+  meta.namespace_name = &quota->namespace_name;
+  if (absl::Status s = DecodeMeta(sec.metadata, path, meta); !s.ok()) return s;
+  if (sec.spec != nullptr) {
+    const Path spec_path = path.Field("spec");
+    static constexpr absl::string_view kNames[] = {"hard"};
+    const Value* f[1];
+    if (absl::Status s = GetFields(*sec.spec, spec_path, kNames, f); !s.ok()) return s;
+    const Path hard_path = spec_path.Field("hard");
+    if (absl::Status s = ReadQuantityMap(f[0], hard_path, &quota->hard_milli); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Documents of mixed kinds.
+
+// The element kind of a list kind ("PodList" -> "Pod"); "" for a plain "List" whose items
+// must name their own kind. Returns false when `kind` is not a list kind.
+bool ListElementKind(absl::string_view kind, absl::string_view* element) {
+  if (kind == "List") {
+    *element = absl::string_view();
+    return true;
+  }
+  if (kind == "NodeList" || kind == "PodList" || kind == "NamespaceList" ||
+      kind == "ResourceQuotaList") {
+    *element = kind.substr(0, kind.size() - 4);
+    return true;
+  }
+  return false;
+}
+
+absl::Status DecodeOfKind(absl::string_view kind, const Value& value, const Path& path,
+                          ObjectBatch* batch) {
+  if (kind == "Node") {
+    NodeObject node;
+    if (absl::Status s = DecodeNodeAt(value, path, &node); !s.ok()) return s;
+    batch->nodes.push_back(std::move(node));
+  } else if (kind == "Pod") {
+    PodObject pod;
+    if (absl::Status s = DecodePodAt(value, path, &pod); !s.ok()) return s;
+    batch->pods.push_back(std::move(pod));
+  } else if (kind == "Namespace") {
+    NamespaceObject ns;
+    if (absl::Status s = DecodeNamespaceAt(value, path, &ns); !s.ok()) return s;
+    batch->namespaces.push_back(std::move(ns));
+  } else if (kind == "ResourceQuota") {
+    ResourceQuotaObject quota;
+    if (absl::Status s = DecodeQuotaAt(value, path, &quota); !s.ok()) return s;
+    batch->quotas.push_back(std::move(quota));
+  } else {
+    ++batch->ignored_objects;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseJsonLimited(absl::string_view text, rapidjson::Document& doc) {
+  if (absl::Status s = CheckSize(text.size()); !s.ok()) {
+    doc.SetNull();
+    return s;
+  }
+  // MemoryStream is bounded by the length (string_view need not be NUL-terminated) and, unlike
+  // EncodedInputStream, does not skip a byte-order mark, which JSON does not allow.
+  rapidjson::MemoryStream stream(text.data(), text.size());
+  return ParseStreamLimited<rapidjson::kParseNoFlags>(text.data(), stream, text.size(), doc);
+}
+
+absl::Status ParseJsonInSituLimited(char* buffer, size_t length, rapidjson::Document& doc) {
+  if (absl::Status s = CheckSize(length); !s.ok()) {
+    doc.SetNull();
+    return s;
+  }
+  if (buffer == nullptr || buffer[length] != '\0') {
+    doc.SetNull();
+    return absl::InvalidArgumentError("in-situ JSON buffer is not NUL-terminated");
+  }
+  rapidjson::InsituStringStream stream(buffer);
+  return ParseStreamLimited<rapidjson::kParseInsituFlag>(buffer, stream, length, doc);
+}
+
+absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::string_view path) {
+  NodeObject node;
+  const Path root(path);
+  if (absl::Status s = DecodeNodeAt(value, root, &node); !s.ok()) return s;
+  return node;
+}
+
+absl::StatusOr<PodObject> DecodePod(const rapidjson::Value& value, absl::string_view path) {
+  PodObject pod;
+  const Path root(path);
+  if (absl::Status s = DecodePodAt(value, root, &pod); !s.ok()) return s;
+  return pod;
+}
+
+absl::StatusOr<NamespaceObject> DecodeNamespace(const rapidjson::Value& value,
+                                                absl::string_view path) {
+  NamespaceObject ns;
+  const Path root(path);
+  if (absl::Status s = DecodeNamespaceAt(value, root, &ns); !s.ok()) return s;
+  return ns;
+}
+
+absl::StatusOr<ResourceQuotaObject> DecodeResourceQuota(const rapidjson::Value& value,
+                                                        absl::string_view path) {
+  ResourceQuotaObject quota;
+  const Path root(path);
+  if (absl::Status s = DecodeQuotaAt(value, root, &quota); !s.ok()) return s;
+  return quota;
+}
+
+absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json) {
+  if (absl::Status s = CheckSize(json.size()); !s.ok()) return s;
+  // One copy buys in-situ parsing (strings stay in the buffer), about twice as fast as
+  // copying every string into the document's allocator.
+  std::string buffer(json.data(), json.size());
+  rapidjson::Document doc;
+  if (absl::Status s = ParseJsonInSituLimited(buffer.data(), buffer.size(), doc); !s.ok()) {
+    return s;
+  }
+  if (!doc.IsObject()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a JSON object at the top level, got ", TypeName(doc)));
+  }
+  const Path root("");
+  static constexpr absl::string_view kNames[] = {"kind", "items"};
+  const Value* f[2];
+  if (absl::Status s = GetFields(doc, root, kNames, f); !s.ok()) return s;
+  const Path kind_path = root.Field("kind");
+  if (f[0] == nullptr) return Error(kind_path, "missing");
+  if (!f[0]->IsString()) return WrongType(kind_path, "a string", *f[0]);
+  const absl::string_view kind = Str(*f[0]);
+
+  ObjectBatch batch;
+  absl::string_view element_kind;
+  if (!ListElementKind(kind, &element_kind)) {
+    const Path object_root(kind);
+    if (absl::Status s = DecodeOfKind(kind, doc, object_root, &batch); !s.ok()) return s;
+    return batch;
+  }
+
+  const Path items_path = root.Field("items");
+  if (f[1] == nullptr) return batch;  // an empty list may come as "items": null
+  if (!f[1]->IsArray()) return WrongType(items_path, "an array", *f[1]);
+  const Value& items = *f[1];
+  for (SizeType i = 0; i < items.Size(); ++i) {
+    const Path item_path = items_path.Index(i);
+    const Value& item = items[i];
+    if (absl::Status s = RequireObject(item, item_path); !s.ok()) return s;
+    static constexpr absl::string_view kItemNames[] = {"kind"};
+    const Value* k[1];
+    if (absl::Status s = GetFields(item, item_path, kItemNames, k); !s.ok()) return s;
+    const Path item_kind_path = item_path.Field("kind");
+    absl::string_view item_kind = element_kind;
+    if (k[0] != nullptr) {
+      if (!k[0]->IsString()) return WrongType(item_kind_path, "a string", *k[0]);
+      item_kind = Str(*k[0]);
+      if (item_kind.empty()) return Error(item_kind_path, "empty");
+      absl::string_view ignored;
+      if (ListElementKind(item_kind, &ignored)) {
+        return Error(item_kind_path, absl::StrCat(Quote(item_kind), " lists may not be nested"));
+      }
+    }
+    if (item_kind.empty()) return Error(item_kind_path, "missing");
+    if (absl::Status s = DecodeOfKind(item_kind, item, item_path, &batch); !s.ok()) return s;
+  }
+  return batch;
+}
+
+}  // namespace gse

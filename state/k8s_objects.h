@@ -1,0 +1,113 @@
+// Decoding of Kubernetes objects (Node, Pod, Namespace, ResourceQuota) from their JSON.
+//
+// One decoder serves every source: snapshot files (`kubectl get ... -o json`), the objects
+// embedded in kube-scheduler's extender requests (no kind/apiVersion), and the API server's
+// list and watch responses. Only the fields the extender needs are kept. Errors are
+// InvalidArgument and name the JSON path and the reason, e.g.
+//   items[2].metadata.name: missing
+//   items[0].status.allocatable["nvidia.com/gpu"]: "-1" is negative
+// Decoding never touches the mirror: a batch is applied only after it decoded completely.
+// All functions are pure and thread-safe.
+#ifndef GSE_STATE_K8S_OBJECTS_H_
+#define GSE_STATE_K8S_OBJECTS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rapidjson/document.h"
+
+namespace gse {
+
+// Hard limits on hostile input, applied by every decoder.
+inline constexpr size_t kMaxJsonBytes = 256u << 20;  // whole document
+inline constexpr int kMaxJsonDepth = 64;             // nesting of objects/arrays
+inline constexpr size_t kMaxNameBytes = 253;          // DNS subdomain, as Kubernetes
+
+struct NodeObject {
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::map<std::string, std::string> labels;
+  // status.allocatable, parsed to milli-units (cpu "127500m" -> 127500, "7" -> 7000).
+  std::map<std::string, int64_t> allocatable_milli;
+  bool unschedulable = false;
+  struct Taint {
+    std::string key, value, effect;
+  };
+  std::vector<Taint> taints;
+};
+
+struct ContainerResources {
+  std::string name;
+  std::map<std::string, int64_t> requests_milli;
+  std::map<std::string, int64_t> limits_milli;
+};
+
+struct PodObject {
+  std::string name;
+  std::string namespace_name;
+  std::string uid;
+  std::string resource_version;
+  std::string node_name;  // spec.nodeName, "" while pending
+  std::string phase;      // status.phase
+  std::string scheduler_name;
+  bool terminating = false;  // metadata.deletionTimestamp set
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> node_selector;
+  std::vector<ContainerResources> containers;
+  std::vector<ContainerResources> init_containers;
+
+  std::string Key() const { return namespace_name + "/" + name; }
+  // Succeeded or Failed: holds nothing any more.
+  bool Terminal() const { return phase == "Succeeded" || phase == "Failed"; }
+};
+
+struct NamespaceObject {
+  std::string name;
+  std::map<std::string, std::string> labels;
+};
+
+struct ResourceQuotaObject {
+  std::string name;
+  std::string namespace_name;
+  std::map<std::string, int64_t> hard_milli;  // spec.hard
+};
+
+// Everything one document held, in document order per kind.
+struct ObjectBatch {
+  std::vector<NodeObject> nodes;
+  std::vector<PodObject> pods;
+  std::vector<NamespaceObject> namespaces;
+  std::vector<ResourceQuotaObject> quotas;
+  int ignored_objects = 0;  // other kinds (Services, ...) in a mixed List
+};
+
+// Parses a document: a single object with `kind`, or a List/NodeList/PodList/... whose items
+// carry `kind` (or take it from the list's kind). Unknown kinds are counted and skipped.
+absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json);
+
+// Decoders for objects whose kind is known from context (extender requests send no kind).
+// `path` prefixes error messages ("Pod", "Nodes.items[3]").
+absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::string_view path);
+absl::StatusOr<PodObject> DecodePod(const rapidjson::Value& value, absl::string_view path);
+absl::StatusOr<NamespaceObject> DecodeNamespace(const rapidjson::Value& value,
+                                                absl::string_view path);
+absl::StatusOr<ResourceQuotaObject> DecodeResourceQuota(const rapidjson::Value& value,
+                                                        absl::string_view path);
+
+// Parses JSON with the limits above (size, depth; iterative parser so deep nesting cannot
+// overflow the stack). `text` must stay alive while `doc` is used only if in-situ parsing is
+// requested by passing a mutable buffer; this overload copies.
+absl::Status ParseJsonLimited(absl::string_view text, rapidjson::Document& doc);
+// In-situ variant: parses `buffer` in place (about twice as fast on big bodies); `buffer`
+// must be NUL-terminated and outlive `doc`.
+absl::Status ParseJsonInSituLimited(char* buffer, size_t length, rapidjson::Document& doc);
+
+}  // namespace gse
+
+#endif  // GSE_STATE_K8S_OBJECTS_H_

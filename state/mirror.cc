@@ -1,0 +1,78 @@
+// Mirror: ClusterState behind one reader/writer mutex (see mirror.h for the locking contract).
+#include "state/mirror.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace gse {
+
+absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Chooser& choose) {
+  absl::MutexLock lock(&mu_);
+  // Choice and commit under one writer lock: no other bind can take the chosen capacity in
+  // between, and Reserve re-checks the choice anyway (a chooser is only a policy).
+  absl::StatusOr<Assignment> chosen = choose(static_cast<const ClusterState&>(state_));
+  if (!chosen.ok()) return chosen.status();
+  absl::Status reserved = state_.Reserve(claim, *chosen, HoldingSource::kReserved);
+  if (!reserved.ok()) return reserved;
+  return chosen;
+}
+
+absl::Status Mirror::Confirm(absl::string_view pod_key) {
+  absl::MutexLock lock(&mu_);
+  return state_.Confirm(pod_key);
+}
+
+bool Mirror::Release(absl::string_view pod_key) {
+  absl::MutexLock lock(&mu_);
+  return state_.Release(pod_key);
+}
+
+void Mirror::ReplaceAll(const ObjectBatch& batch) {
+  std::shared_ptr<const Catalog> catalog;
+  MirrorOptions options;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    catalog = state_.shared_catalog();
+    options = state_.options();
+  }
+  // Build outside the lock: a relist of 150,000 pods must not stall every decision.
+  ClusterState fresh(std::move(catalog), std::move(options));
+  fresh.ApplyBatch(batch);
+  // Pods the list shows pending (key -> uid): a bind confirmed after the list was taken.
+  absl::flat_hash_map<std::string, std::string> pending;
+  for (const PodObject& pod : batch.pods) {
+    if (pod.node_name.empty() && !pod.Terminal() && !pod.terminating) pending[pod.Key()] = pod.uid;
+  }
+
+  absl::MutexLock lock(&mu_);
+  // Holdings the list cannot show yet are carried over, unless the list already shows the pod
+  // (bound or charged) or they no longer fit (the node shrank; the bind's own re-check then
+  // fails and releases):
+  //  * kReserved: a bind in flight; its outcome releases or confirms it.
+  //  * kConfirmed while the list still shows the same pod pending: bound after the list was
+  //    taken; the watch delivers the bound (or deleted) pod next. A confirmed pod that the list
+  //    does not show at all was deleted: it is dropped, or its capacity would leak for good.
+  for (const auto& [key, pod] : state_.pods()) {
+    if (fresh.FindPod(key) != nullptr) continue;
+    bool carry = pod.source == HoldingSource::kReserved;
+    if (pod.source == HoldingSource::kConfirmed) {
+      auto it = pending.find(key);
+      carry = it != pending.end() && (it->second.empty() || pod.uid.empty() || it->second == pod.uid);
+    }
+    if (!carry) continue;
+    PodClaim claim;
+    claim.key = pod.key;
+    claim.uid = pod.uid;
+    claim.namespace_name = pod.namespace_name;
+    claim.project = state_.project(pod.project).name;
+    fresh.Reserve(claim, pod.assignment, pod.source).IgnoreError();
+  }
+  std::swap(state_, fresh);
+  // `fresh` now holds the old state; it is destroyed after the lock is released (the lock
+  // guard was declared later, so it is destroyed first).
+}
+
+}  // namespace gse

@@ -1,0 +1,59 @@
+// Mirror: the thread-safe cluster mirror that every request and every watch event goes through.
+//
+// Locking: one absl::Mutex `mu_` guards `state_`. Decisions (filter, prioritize, preempt) run
+// under the reader lock through Read(), so they see one consistent state and run in parallel;
+// every mutation takes the writer lock, so a decision never sees a half-applied update. Bind
+// uses ReserveWith(): the unit is chosen and committed under one writer lock, so two binds
+// can never take the same capacity. No callback may call back into the Mirror.
+#ifndef GSE_STATE_MIRROR_H_
+#define GSE_STATE_MIRROR_H_
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+class Mirror {
+ public:
+  Mirror(std::shared_ptr<const Catalog> catalog, MirrorOptions options)
+      : state_(std::move(catalog), std::move(options)) {}
+
+  // Runs `fn(const ClusterState&)` under the reader lock and returns its result.
+  template <typename Fn>
+  auto Read(Fn&& fn) const {
+    absl::ReaderMutexLock lock(&mu_);
+    return fn(static_cast<const ClusterState&>(state_));
+  }
+
+  // Runs `fn(ClusterState&)` under the writer lock (facts from Kubernetes, tests).
+  template <typename Fn>
+  auto Write(Fn&& fn) {
+    absl::MutexLock lock(&mu_);
+    return fn(state_);
+  }
+
+  // Bind's commit point: under one writer lock, `choose` picks an assignment on the current
+  // state and ClusterState::Reserve re-checks and commits it.
+  using Chooser = std::function<absl::StatusOr<Assignment>(const ClusterState&)>;
+  absl::StatusOr<Assignment> ReserveWith(const PodClaim& claim, const Chooser& choose);
+
+  absl::Status Confirm(absl::string_view pod_key);
+  bool Release(absl::string_view pod_key);
+
+  // Replaces the whole state with one built from `batch` (relist after 410 Gone), keeping
+  // reservations that are not yet confirmed so in-flight binds are not lost.
+  void ReplaceAll(const ObjectBatch& batch);
+
+ private:
+  mutable absl::Mutex mu_;
+  ClusterState state_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gse
+
+#endif  // GSE_STATE_MIRROR_H_

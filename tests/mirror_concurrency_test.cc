@@ -1,0 +1,415 @@
+// Mirror: ReserveWith/Confirm/Release/ReplaceAll, and invariants I1 (capacity), I2 (one owner)
+// and I4 (quota) under 16 concurrent binders, a node that keeps shrinking and growing, relists,
+// and readers auditing all the while. Run it under -DGSE_SANITIZE=thread as well.
+#include "state/mirror.h"
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "state/assignment.h"
+#include "state/catalog.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kGpu[] = "nvidia.com/gpu";
+constexpr char kTs[] = "nvidia.com/mig-1g.5gb.shared";
+constexpr char kMps[] = "nvidia.com/gpu.mps";
+constexpr char kSolo[] = "nvidia.com/gpu.mps-solo";
+constexpr int kProjects = 4;
+
+std::shared_ptr<const Catalog> TestCatalog() {
+  std::vector<Offering> v(4);
+  v[0].resource = kGpu;
+  v[1].resource = kTs;
+  v[1].unit = UnitKind::kMig;
+  v[1].mig_profile = "1g.5gb";
+  v[1].sharing = Sharing::kTimeSliced;
+  v[1].replicas = 3;
+  v[2].resource = kMps;
+  v[2].sharing = Sharing::kMps;
+  v[2].replicas = 4;
+  v[3].resource = kSolo;
+  v[3].sharing = Sharing::kMps;
+  v[3].replicas = 2;
+  v[3].mps_single_project = true;
+  absl::StatusOr<Catalog> c = Catalog::FromOfferings(std::move(v));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::make_shared<const Catalog>(*std::move(c));
+}
+
+NodeObject Node(const std::string& name, int64_t ts_units) {
+  NodeObject n;
+  n.name = name;
+  n.allocatable_milli[kGpu] = 3000;
+  n.allocatable_milli[kTs] = ts_units * 3 * 1000;
+  n.allocatable_milli[kMps] = 2 * 4 * 1000;
+  n.allocatable_milli[kSolo] = 1 * 2 * 1000;
+  return n;
+}
+
+// Two nodes, four projects (namespace ns<i> = project p<i>) with tight quotas.
+ObjectBatch Cluster(int64_t n1_ts_units = 2) {
+  ObjectBatch b;
+  b.nodes = {Node("n0", 2), Node("n1", n1_ts_units)};
+  for (int p = 0; p < kProjects; ++p) {
+    b.namespaces.push_back(NamespaceObject{absl::StrCat("ns", p), {{"gpu.themelio.io/project", absl::StrCat("p", p)}}});
+    ResourceQuotaObject q;
+    q.namespace_name = absl::StrCat("ns", p);
+    q.name = "gpu";
+    q.hard_milli["requests.nvidia.com/gpu"] = 2000;                // 2 GPUs
+    q.hard_milli["requests.nvidia.com/mig-1g.5gb.shared"] = 3000;  // 3 tickets = 1 slice
+    q.hard_milli["requests.nvidia.com/gpu.mps"] = 3000;            // 3 shares
+    b.quotas.push_back(q);
+  }
+  return b;
+}
+
+// An independent check of I1, I2 and I4 from the units' holders and the pod records (not
+// using Audit), so a bug in Audit cannot hide a bug in Reserve.
+std::vector<std::string> CheckInvariants(const ClusterState& s) {
+  std::vector<std::string> bad;
+  std::map<std::pair<std::string, OfferingId>, int64_t> usage;
+  for (const auto& [name, node] : s.nodes()) {
+    for (const NodeOffering& no : node->offerings) {
+      const Offering& o = s.catalog().Get(no.offering);
+      for (const Unit& u : no.units) {
+        int64_t sum = 0;
+        std::map<std::string, int64_t> projects;
+        for (const Holding& h : u.holders) {
+          sum += h.amount;
+          const PodRecord* rec = s.FindPod(h.pod_key);
+          if (rec == nullptr) {
+            bad.push_back(absl::StrCat("holder ", h.pod_key, " has no record"));
+            continue;
+          }
+          projects[s.project(rec->project).name] += h.amount;
+        }
+        const std::string id = UnitId(name, o.resource, u.index);
+        if (sum > u.capacity) bad.push_back(absl::StrCat(id, " over capacity"));
+        if (sum != u.used) bad.push_back(absl::StrCat(id, " used mismatch"));
+        if (projects.size() > 1 && (o.sharing != Sharing::kMps || o.mps_single_project)) {
+          bad.push_back(absl::StrCat(id, " has several projects"));
+        }
+        for (const auto& [p, amount] : projects) {
+          int64_t& use = usage[{p, no.offering}];
+          if (o.sharing == Sharing::kTimeSliced) {
+            use += 1;
+          } else if (o.sharing == Sharing::kMps) {
+            use += amount;
+          } else {
+            use += amount;  // exclusive: amount 1 per holding
+          }
+        }
+      }
+    }
+  }
+  for (const auto& [key, use] : usage) {
+    const int64_t quota = s.Quota(s.FindProject(key.first), key.second);
+    if (quota >= 0 && use > quota) {
+      bad.push_back(absl::StrCat(key.first, " over quota of ", s.catalog().Get(key.second).resource));
+    }
+    if (s.Usage(s.FindProject(key.first), key.second) != use) {
+      bad.push_back(absl::StrCat(key.first, " usage counter mismatch"));
+    }
+  }
+  return bad;
+}
+
+// A binder's choice: usually a plausible unit (free, right owner) found on the state, often a
+// random one that Reserve must refuse for the right reason.
+absl::StatusOr<Assignment> Choose(const ClusterState& s, OfferingId offering, int32_t amount,
+                                  const std::string& project, std::mt19937& rng) {
+  const Offering& o = s.catalog().Get(offering);
+  if (rng() % 3 == 0) {
+    Assignment a;
+    a.node = rng() % 8 == 0 ? "ghost" : absl::StrCat("n", rng() % 2);
+    a.offering = offering;
+    a.units = {static_cast<int32_t>(rng() % 4)};
+    if (o.sharing == Sharing::kExclusive && rng() % 2 == 0) a.units.push_back(a.units[0] + 1);
+    a.amount_per_unit = rng() % 6 == 0 ? static_cast<int32_t>(rng() % 6) : amount;
+    return a;
+  }
+  const ProjectId pid = s.FindProject(project);
+  const int start = static_cast<int>(rng() % 2);
+  for (int k = 0; k < 2; ++k) {
+    const std::string node = absl::StrCat("n", (start + k) % 2);
+    const NodeState* n = s.FindNode(node);
+    if (n == nullptr) continue;
+    const NodeOffering* no = n->Find(offering);
+    if (no == nullptr) continue;
+    for (const Unit& u : no->units) {
+      if (u.Free() < amount) continue;
+      if ((o.sharing == Sharing::kTimeSliced || o.mps_single_project) && !u.Empty() &&
+          u.owner != pid) {
+        continue;
+      }
+      return Assignment{node, offering, {u.index}, amount};
+    }
+  }
+  return absl::ResourceExhaustedError("no unit fits");
+}
+
+TEST(MirrorTest, ReserveWithCommitsTheChosenAssignmentOrNothing) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId gpu = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kGpu)->id; });
+  PodClaim claim{"ns0/a", "uid-a", "ns0", "p0"};
+
+  auto fails = mirror.ReserveWith(claim, [](const ClusterState&) -> absl::StatusOr<Assignment> {
+    return absl::ResourceExhaustedError("chooser says no");
+  });
+  EXPECT_EQ(fails.status().code(), absl::StatusCode::kResourceExhausted);
+  auto bad = mirror.ReserveWith(claim, [&](const ClusterState&) -> absl::StatusOr<Assignment> {
+    return Assignment{"n0", gpu, {7}, 1};
+  });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(), HasSubstr("out of range"));
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.pods().size(); }), 0u);
+
+  auto ok = mirror.ReserveWith(claim, [&](const ClusterState&) -> absl::StatusOr<Assignment> {
+    return Assignment{"n0", gpu, {1}, 1};
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->units, std::vector<int32_t>{1});
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.FindPod("ns0/a")->source; }),
+            HoldingSource::kReserved);
+  EXPECT_TRUE(mirror.Confirm("ns0/a").ok());
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.FindPod("ns0/a")->source; }),
+            HoldingSource::kConfirmed);
+  EXPECT_EQ(mirror.Confirm("ns0/zzz").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(mirror.Release("ns0/a"));
+  EXPECT_FALSE(mirror.Release("ns0/a"));
+}
+
+TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId gpu = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kGpu)->id; });
+  const OfferingId ts = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kTs)->id; });
+  auto reserve = [&](const std::string& ns, const std::string& name, Assignment a) {
+    return mirror
+        .ReserveWith(PodClaim{ns + "/" + name, name + "-uid", ns, ""},
+                     [&](const ClusterState&) -> absl::StatusOr<Assignment> { return a; })
+        .status();
+  };
+  ASSERT_TRUE(reserve("ns0", "inflight", Assignment{"n0", gpu, {0}, 1}).ok());
+  ASSERT_TRUE(reserve("ns0", "confirmed", Assignment{"n0", gpu, {1}, 1}).ok());
+  ASSERT_TRUE(mirror.Confirm("ns0/confirmed").ok());
+  ASSERT_TRUE(reserve("ns1", "bound", Assignment{"n1", ts, {1}, 1}).ok());
+  EXPECT_FALSE(reserve("ns2", "lost", Assignment{"n1", ts, {1}, 1}).ok()) << "p1 owns that slice";
+  ASSERT_TRUE(reserve("ns2", "other", Assignment{"n1", ts, {0}, 1}).ok());
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) {
+              return s.project(s.FindPod("ns0/inflight")->project).name;
+            }),
+            "p0")
+      << "claims without a project take the namespace's project";
+
+  // The relist shows "bound" bound with its annotation, and none of the others.
+  ObjectBatch relist = Cluster();
+  PodObject bound;
+  bound.name = "bound";
+  bound.namespace_name = "ns1";
+  bound.uid = "bound-uid";
+  bound.node_name = "n1";
+  bound.phase = "Running";
+  bound.annotations = AssignmentAnnotations(Assignment{"n1", ts, {1}, 1}, *TestCatalog(), "p1");
+  relist.pods.push_back(bound);
+  mirror.ReplaceAll(relist);
+
+  mirror.Read([&](const ClusterState& s) {
+    ASSERT_NE(s.FindPod("ns0/inflight"), nullptr) << "reservation of a bind in flight survives";
+    EXPECT_EQ(s.FindPod("ns0/inflight")->source, HoldingSource::kReserved);
+    EXPECT_EQ(s.FindPod("ns0/inflight")->uid, "inflight-uid");
+    EXPECT_EQ(s.project(s.FindPod("ns0/inflight")->project).name, "p0");
+    EXPECT_EQ(s.FindPod("ns0/confirmed"), nullptr) << "the list is the truth for confirmed pods";
+    ASSERT_NE(s.FindPod("ns1/bound"), nullptr);
+    EXPECT_EQ(s.FindPod("ns1/bound")->source, HoldingSource::kConfirmed) << "list wins over reservation";
+    EXPECT_EQ(s.FindNode("n1")->Find(ts)->units[1].holders.size(), 1u) << "not counted twice";
+    ASSERT_NE(s.FindPod("ns2/other"), nullptr);
+    EXPECT_THAT(s.Audit().problems, IsEmpty());
+    EXPECT_THAT(CheckInvariants(s), IsEmpty());
+  });
+
+  // A bind confirmed after the list was taken: the list shows the pod still pending.
+  ASSERT_TRUE(reserve("ns3", "late", Assignment{"n0", gpu, {1}, 1}).ok());
+  ASSERT_TRUE(mirror.Confirm("ns3/late").ok());
+  ObjectBatch stale = Cluster();
+  PodObject late;
+  late.name = "late";
+  late.namespace_name = "ns3";
+  late.uid = "late-uid";
+  late.phase = "Pending";
+  stale.pods.push_back(late);
+  PodObject recreated = late;  // same name, another pod: its holding went with the old one
+  mirror.ReplaceAll(stale);
+  mirror.Read([&](const ClusterState& s) {
+    ASSERT_NE(s.FindPod("ns3/late"), nullptr) << "confirmed holding kept until the watch catches up";
+    EXPECT_EQ(s.FindPod("ns3/late")->source, HoldingSource::kConfirmed);
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[1].Free(), 0);
+    EXPECT_NE(s.FindPod("ns0/inflight"), nullptr);
+  });
+  recreated.uid = "other-uid";
+  ObjectBatch newer = Cluster();
+  newer.pods.push_back(recreated);
+  mirror.ReplaceAll(newer);
+  mirror.Read([&](const ClusterState& s) {
+    EXPECT_EQ(s.FindPod("ns3/late"), nullptr) << "the pending pod is another pod now";
+    EXPECT_THAT(s.Audit().problems, IsEmpty());
+  });
+
+  // A reservation that no longer fits after the relist is dropped, not forced in.
+  ASSERT_TRUE(reserve("ns3", "gone", Assignment{"n0", gpu, {2}, 1}).ok());
+  ObjectBatch smaller = Cluster();
+  smaller.nodes[0].allocatable_milli[kGpu] = 2000;  // n0 lost GPU 2
+  mirror.ReplaceAll(smaller);
+  mirror.Read([&](const ClusterState& s) {
+    EXPECT_EQ(s.FindPod("ns3/gone"), nullptr);
+    EXPECT_NE(s.FindPod("ns0/inflight"), nullptr);
+    EXPECT_THAT(s.Audit().problems, IsEmpty());
+  });
+}
+
+TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAndAudits) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const std::vector<OfferingId> offerings = {catalog->Find(kGpu)->id, catalog->Find(kTs)->id,
+                                             catalog->Find(kMps)->id, catalog->Find(kSolo)->id};
+
+  constexpr int kWorkers = 16;
+  constexpr int kOpsPerWorker = 2500;
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> reserved{0}, refused{0}, audits{0}, unexpected{0};
+  std::vector<std::string> reader_failures[2];
+
+  auto worker = [&](int t) {
+    std::mt19937 rng(1000 + t);
+    const int project = t % kProjects;
+    const std::string ns = absl::StrCat("ns", project);
+    std::vector<bool> holding(6, false);
+    for (int i = 0; i < kOpsPerWorker; ++i) {
+      const int slot = static_cast<int>(rng() % holding.size());
+      const std::string key = absl::StrCat(ns, "/w", t, "-", slot);
+      if (holding[slot]) {
+        if (rng() % 4 == 0) mirror.Confirm(key).IgnoreError();  // may have been relisted away
+        mirror.Release(key);
+        holding[slot] = false;
+        continue;
+      }
+      const OfferingId offering = offerings[rng() % offerings.size()];
+      const Offering& o = catalog->Get(offering);
+      const int32_t amount =
+          o.sharing == Sharing::kMps ? 1 + static_cast<int32_t>(rng() % o.replicas) : 1;
+      PodClaim claim{key, absl::StrCat("uid-", t, "-", slot, "-", i), ns, absl::StrCat("p", project)};
+      absl::StatusOr<Assignment> r = mirror.ReserveWith(claim, [&](const ClusterState& s) {
+        return Choose(s, offering, amount, claim.project, rng);
+      });
+      if (r.ok()) {
+        holding[slot] = true;
+        ++reserved;
+      } else if (r.status().code() == absl::StatusCode::kFailedPrecondition ||
+                 r.status().code() == absl::StatusCode::kResourceExhausted) {
+        ++refused;
+      } else {
+        ++unexpected;
+      }
+    }
+  };
+  auto reader = [&](int r) {
+    while (!done.load()) {
+      mirror.Read([&](const ClusterState& s) {
+        AuditReport report = s.Audit();
+        std::vector<std::string> bad = CheckInvariants(s);
+        if (!report.problems.empty() || report.oversubscribed_units != 0 ||
+            report.multi_owner_units != 0 || report.over_quota_projects != 0 || !bad.empty()) {
+          if (reader_failures[r].size() < 5) {
+            reader_failures[r].push_back(absl::StrCat(absl::StrJoin(report.problems, "; "), " | ",
+                                                      absl::StrJoin(bad, "; ")));
+          }
+        }
+      });
+      ++audits;
+    }
+  };
+  // Facts keep arriving: n1 loses and regains a time-sliced slice, and now and then a relist.
+  auto facts = [&]() {
+    int k = 0;
+    while (!done.load()) {
+      ++k;
+      if (k % 50 == 0) {
+        mirror.ReplaceAll(Cluster());
+      } else {
+        mirror.Write([&](ClusterState& s) { s.ApplyNode(Node("n1", k % 2 == 0 ? 1 : 2)); });
+      }
+      std::this_thread::yield();
+    }
+  };
+
+  std::vector<std::thread> threads;
+  threads.emplace_back(reader, 0);
+  threads.emplace_back(reader, 1);
+  std::thread fact_thread(facts);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kWorkers; ++t) workers.emplace_back(worker, t);
+  for (std::thread& w : workers) w.join();
+  done.store(true);
+  fact_thread.join();
+  for (std::thread& r : threads) r.join();
+
+  std::printf("reserved %lld, refused %lld, audits %lld\n", static_cast<long long>(reserved.load()),
+              static_cast<long long>(refused.load()), static_cast<long long>(audits.load()));
+  EXPECT_THAT(reader_failures[0], IsEmpty());
+  EXPECT_THAT(reader_failures[1], IsEmpty());
+  EXPECT_EQ(unexpected.load(), 0);
+  EXPECT_GT(reserved.load(), 1000) << "the test must actually reserve";
+  EXPECT_GT(refused.load(), 1000) << "and actually hit the limits";
+  EXPECT_GT(audits.load(), 0);
+
+  mirror.Read([&](const ClusterState& s) {
+    AuditReport report = s.Audit();
+    EXPECT_THAT(report.problems, IsEmpty());
+    EXPECT_EQ(report.oversubscribed_units + report.multi_owner_units + report.over_quota_projects, 0);
+    EXPECT_THAT(CheckInvariants(s), IsEmpty());
+  });
+  // Releasing everything leaves every unit free and no usage.
+  std::vector<std::string> keys = mirror.Read([](const ClusterState& s) {
+    std::vector<std::string> k;
+    for (const auto& [key, pod] : s.pods()) k.push_back(key);
+    return k;
+  });
+  for (const std::string& key : keys) EXPECT_TRUE(mirror.Release(key));
+  mirror.Read([&](const ClusterState& s) {
+    for (const auto& [name, node] : s.nodes()) {
+      for (const NodeOffering& no : node->offerings) {
+        for (const Unit& u : no.units) {
+          EXPECT_TRUE(u.Empty()) << name;
+          EXPECT_EQ(u.used, 0);
+          EXPECT_EQ(u.owner, kNoProject);
+        }
+      }
+    }
+    for (size_t p = 0; p < s.project_count(); ++p) {
+      for (const auto& [offering, use] : s.project(static_cast<ProjectId>(p)).usage) {
+        EXPECT_EQ(use, 0) << s.project(static_cast<ProjectId>(p)).name;
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace gse
