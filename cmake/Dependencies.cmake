@@ -17,6 +17,8 @@ find_package(yaml-cpp CONFIG REQUIRED)
 find_package(GTest CONFIG REQUIRED)
 find_package(benchmark CONFIG REQUIRED)
 find_package(Threads REQUIRED)
+# TLS for the Kubernetes client (state/kube_client.cc) and the HTTPS server.
+find_package(OpenSSL REQUIRED)
 
 # gse_sanitizer_support: every library of ours links it. In ThreadSanitizer builds it carries
 # the wrappers that make Debian's uninstrumented absl::Mutex/CondVar/Notification visible to

@@ -360,7 +360,12 @@ void ExtenderService::Impl::RefreshNodes(const std::vector<NodeObject>& nodes) {
 
 ExtenderService::ExtenderService(Mirror* mirror, std::unique_ptr<PlacementPolicy> policy,
                                  Binder* binder, ServiceOptions options)
-    : impl_(std::make_unique<Impl>(mirror, binder, options)), policy_(std::move(policy)) {}
+    : impl_(std::make_unique<Impl>(mirror, binder, options)), policy_(std::move(policy)) {
+  // Series that dashboards and alerts query exist (at 0) before the first decision.
+  if (options.metrics != nullptr) {
+    mirror->Read([&](const ClusterState& state) { options.metrics->InitSeries(state.catalog()); });
+  }
+}
 
 ExtenderService::~ExtenderService() = default;
 
@@ -502,15 +507,45 @@ VerbResult ExtenderService::Prioritize(std::string body) {
 // ---------------------------------------------------------------- bind
 
 VerbResult ExtenderService::Bind(std::string body) {
+  const auto started = std::chrono::steady_clock::now();
   ExtenderMetrics* metrics = impl_->options.metrics;
-  auto answer = [&](absl::string_view offering, absl::string_view outcome, double api_seconds,
+  const DecisionLog& log = impl_->options.decision_log != nullptr ? *impl_->options.decision_log
+                                                                   : DecisionLog::Default();
+  // Filled in as the bind learns facts; every way out counts and logs it exactly once.
+  BindDecision decision;
+  auto record = [&](absl::string_view offering, absl::string_view outcome, double api_seconds,
                     absl::string_view error) {
     if (metrics != nullptr) metrics->ObserveBind(offering, outcome, api_seconds);
+    if (log.Wants(outcome)) {
+      decision.offering = std::string(offering);
+      decision.outcome = std::string(outcome);
+      decision.reason = std::string(error);
+      decision.api_seconds = api_seconds;
+      decision.latency_seconds = SecondsSince(started);
+      log.Log(decision);
+    }
+  };
+  auto answer = [&](absl::string_view offering, absl::string_view outcome, double api_seconds,
+                    absl::string_view error) {
+    record(offering, outcome, api_seconds, error);
     return VerbResult{200, ErrorBody(error), error.empty() ? "ok" : "error"};
   };
-  if (!Ready()) return answer(kNoOfferingLabel, "not_synced", -1, kNotSynced);
+  auto fill_target = [&](const BindTarget& t) {
+    decision.pod_namespace = t.pod_namespace;
+    decision.pod_name = t.pod_name;
+    decision.pod_uid = t.pod_uid;
+    decision.node = t.node;
+  };
 
   rapidjson::Document doc;
+  if (!Ready()) {
+    // The body is only read to name the pod in the decision log.
+    if (log.Wants("not_synced") && ParseBody(body, doc).ok()) {
+      if (absl::StatusOr<BindTarget> t = DecodeBindArgs(doc); t.ok()) fill_target(*t);
+    }
+    return answer(kNoOfferingLabel, "not_synced", -1, kNotSynced);
+  }
+
   absl::StatusOr<BindTarget> target = absl::InvalidArgumentError("");
   if (absl::Status s = ParseBody(body, doc); !s.ok()) {
     target = s;
@@ -518,9 +553,10 @@ VerbResult ExtenderService::Bind(std::string body) {
     target = DecodeBindArgs(doc);
   }
   if (!target.ok()) {
-    if (metrics != nullptr) metrics->ObserveBind(kNoOfferingLabel, "bad_request", -1);
+    record(kNoOfferingLabel, "bad_request", -1, target.status().message());
     return BadRequest(ErrorBody(target.status().message()));
   }
+  fill_target(*target);
 
   std::optional<PodObject> pod =
       impl_->pending.Find(target->pod_uid, target->pod_namespace, target->pod_name);
@@ -540,6 +576,7 @@ VerbResult ExtenderService::Bind(std::string body) {
     time_sliced = request.offering != kNoOffering &&
                   state.catalog().Get(request.offering).sharing == Sharing::kTimeSliced;
   });
+  decision.project = request.project;
 
   auto call_binder = [&](const std::map<std::string, std::string>& annotations,
                          double* seconds) {
@@ -620,6 +657,7 @@ VerbResult ExtenderService::Bind(std::string body) {
       [&](const ClusterState& state) {
         return AssignmentAnnotations(*reserved, state.catalog(), request.project);
       });
+  const char* placement = time_sliced ? (own_unit ? "own_unit" : "new_unit") : "";
   double seconds = 0;
   absl::Status bound = call_binder(annotations, &seconds);
   if (!bound.ok()) {
@@ -632,9 +670,10 @@ VerbResult ExtenderService::Bind(std::string body) {
   // pod's recorded assignment, which is the confirmed state anyway.
   (void)impl_->mirror->Confirm(claim.key);
   impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
-  if (metrics != nullptr && time_sliced) {
-    metrics->ObserveAffinity(offering_label, own_unit ? "own_unit" : "new_unit");
-  }
+  if (metrics != nullptr && time_sliced) metrics->ObserveAffinity(offering_label, placement);
+  decision.unit_indices = reserved->units;
+  decision.amount_per_unit = reserved->amount_per_unit;
+  decision.placement = placement;
   return answer(offering_label, "bound", seconds, "");
 }
 

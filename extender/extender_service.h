@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "extender/decision_log.h"
 #include "extender/metrics.h"
 #include "scoring/policies.h"
 #include "state/mirror.h"
@@ -64,6 +65,10 @@ struct ServiceOptions {
   size_t max_pending_pods = 100000;
   // Where decisions are counted; may be null (tests, replay).
   ExtenderMetrics* metrics = nullptr;
+  // Where each bind decision is logged (one JSON line); null = DecisionLog::Default(), the
+  // binary's stderr log at the --decision-log level. Embedders that want silence pass a
+  // DecisionLog with DecisionLogLevel::kOff.
+  DecisionLog* decision_log = nullptr;
 };
 
 class ExtenderService {

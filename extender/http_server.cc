@@ -16,6 +16,12 @@
 //    does not compress. (/metrics, text, is compressed for scrapers that ask.)
 //  * stop() is a no-op until the accept loop runs, and idle keep-alive connections are only
 //    closed when their keep-alive timeout expires.
+//  * SSLServer with a client CA sets SSL_VERIFY_FAIL_IF_NO_PEER_CERT, which refuses every
+//    client without a certificate at the handshake: kubelet's HTTPS probes and Prometheus
+//    present none. The context is switched to SSL_VERIFY_PEER alone (a certificate is
+//    requested and, when presented, must verify against --client-ca or the handshake fails),
+//    and routes that need a client (the verbs, /debug/state) check per request that the
+//    connection presented a verified certificate: 403 otherwise.
 #include "extender/http_server.h"
 
 #include <arpa/inet.h>
@@ -49,6 +55,9 @@ namespace gse {
 struct HttpServer::Route {
   std::string method;  // "POST" or "GET" (GET routes also answer HEAD)
   std::string label;   // verb label of the request metrics
+  // With --client-ca: only connections that presented a certificate signed by it may use the
+  // route. Health and metrics stay open to kubelet probes and Prometheus.
+  bool needs_client_cert = false;
   // GET routes: the whole answer. POST routes dispatch through verb_handlers_[label].
   std::function<void(const httplib::Request&, httplib::Response&)> get;
 };
@@ -134,6 +143,15 @@ std::string StatusText(int status) {
 }
 
 std::string Errno() { return errno != 0 ? std::strerror(errno) : "unknown error"; }
+
+// The connection presented a client certificate and it verified against the client CA. With
+// SSL_VERIFY_PEER a certificate that does not verify already failed the handshake; without a
+// certificate the verify result is X509_V_OK too, so the certificate itself must be checked.
+bool HasVerifiedClientCert(const httplib::Request& req) {
+  if (req.ssl == nullptr) return false;
+  return SSL_get0_peer_certificate(req.ssl) != nullptr &&
+         SSL_get_verify_result(req.ssl) == X509_V_OK;
+}
 
 // Whole file, or an error naming the flag and the file.
 absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path) {
@@ -395,8 +413,24 @@ absl::Status HttpServer::Init() {
           tls.client_ca_file.empty() ? "" : absl::StrCat(" / --client-ca=", tls.client_ca_file),
           ": OpenSSL could not set up HTTPS with these files", OpenSslError()));
     }
+    SSL_CTX* ctx = ssl->ssl_context();
     // TLS 1.0 and 1.1 are deprecated (RFC 8996); Go clients default to 1.2 as well.
-    SSL_CTX_set_min_proto_version(ssl->ssl_context(), TLS1_2_VERSION);
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (!tls.client_ca_file.empty()) {
+      // Request a client certificate without requiring one (see the top of this file); a
+      // certificate from another CA still fails the handshake.
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+      // Name the acceptable CAs in the CertificateRequest, so that a client holding several
+      // certificates sends the one from --client-ca.
+      if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(tls.client_ca_file.c_str())) {
+        SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership
+      }
+      // Resumed sessions keep the peer's certificate; OpenSSL refuses to resume a session
+      // with peer verification unless the context names itself.
+      static constexpr unsigned char kSessionContext[] = "gpu-slice-extender";
+      SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
+    }
+    ERR_clear_error();
     server_ = std::move(ssl);
     tls_ = true;
   } else {
@@ -452,6 +486,7 @@ void HttpServer::InstallRoutes() {
     auto route = std::make_unique<Route>();
     route->method = "POST";
     route->label = verb;
+    route->needs_client_cert = true;
     routes_[absl::StrCat(options_.prefix, "/", verb)] = std::move(route);
   }
   verb_handlers_["filter"] = [this](std::string body) { return service_->Filter(std::move(body)); };
@@ -464,11 +499,13 @@ void HttpServer::InstallRoutes() {
   };
 
   auto add_get = [this](const std::string& path, const std::string& label,
-                        std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+                        std::function<void(const httplib::Request&, httplib::Response&)> fn,
+                        bool needs_client_cert = false) {
     auto route = std::make_unique<Route>();
     route->method = "GET";
     route->label = label;
     route->get = std::move(fn);
+    route->needs_client_cert = needs_client_cert;
     routes_[path] = std::move(route);
   };
   add_get("/healthz", "healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -486,11 +523,15 @@ void HttpServer::InstallRoutes() {
     res.status = 200;
     res.set_content(metrics_ != nullptr ? metrics_->Serialize() : std::string(), kPrometheusText);
   });
-  add_get("/debug/state", "debug_state", [this](const httplib::Request&, httplib::Response& res) {
-    res.status = 200;
-    res.body = service_->DebugStateJson();
-    res.set_header("Content-Type", kJson);
-  });
+  // The state names every project, pod and unit: only for clients kube-scheduler's CA trusts.
+  add_get(
+      "/debug/state", "debug_state",
+      [this](const httplib::Request&, httplib::Response& res) {
+        res.status = 200;
+        res.body = service_->DebugStateJson();
+        res.set_header("Content-Type", kJson);
+      },
+      /*needs_client_cert=*/true);
 
   httplib::Server& svr = *server_;
 
@@ -522,6 +563,17 @@ void HttpServer::InstallRoutes() {
           res, 405,
           absl::StrCat(req.method, " is not allowed on ", Printable(req.path), "; use ", allow));
       res.set_header("Allow", allow);
+      if (HasBody(req)) CloseConnection(res);
+      RecordRequest(req.path, res.status);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (tls_ && !options_.tls.client_ca_file.empty() && route->needs_client_cert &&
+        !HasVerifiedClientCert(req)) {
+      ReplyError(res, 403,
+                 absl::StrCat(req.method, " ", Printable(req.path),
+                              " needs a client certificate signed by --client-ca; this "
+                              "connection presented none (only /healthz, /readyz and /metrics "
+                              "are open without one)"));
       if (HasBody(req)) CloseConnection(res);
       RecordRequest(req.path, res.status);
       return httplib::Server::HandlerResponse::Handled;

@@ -6,7 +6,12 @@
 //   GET  /readyz       200 when ExtenderService::Ready(), else 503 (JSON)
 //   GET  /metrics      ExtenderMetrics::Serialize() (text/plain; version=0.0.4)
 //   GET  /debug/state  ExtenderService::DebugStateJson()
+// HTTPS with a client CA (TlsOptions::client_ca_file): the handshake requests a client
+// certificate and fails for one the CA did not sign, but accepts a client without one, so
+// that kubelet probes and Prometheus reach /healthz, /readyz and /metrics; the verbs and
+// /debug/state answer 403 (JSON) on a connection without a verified client certificate.
 // Errors, each answered with a JSON body {"Error": "..."} and the server keeps serving:
+//   403 verb or /debug/state without a verified client certificate (--client-ca only),
 //   404 unknown path, 405 known path with another method (Allow header), 411 POST without
 //   Content-Length or chunked framing, 413 body over max_body_bytes however it is framed
 //   (Content-Length, chunked, compressed: the limit is on the decoded body), 400 unreadable
@@ -54,7 +59,7 @@ namespace gse {
 struct TlsOptions {
   std::string cert_file;       // --tls-cert: PEM certificate (chain) of the server
   std::string key_file;        // --tls-key: PEM private key matching cert_file
-  std::string client_ca_file;  // --client-ca: PEM CA(s); clients must present a cert they sign
+  std::string client_ca_file;  // --client-ca: PEM CA(s) that must sign the verbs' client certs
   bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
 };
 

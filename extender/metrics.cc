@@ -48,6 +48,27 @@ const prometheus::Histogram::BucketBoundaries& NodeCountBuckets() {
   return *b;
 }
 
+// The outcome vocabularies of gse_bind_total (extender_service.cc's Bind), created at 0 by
+// InitSeries: requests for an offering end in one of the first list; "none" (the request names
+// no offering, or the pod or body is unknown) in one of the second.
+constexpr const char* kOfferingBindOutcomes[] = {"bound", "unit_taken", "quota", "no_fit",
+                                                 "api_error"};
+constexpr const char* kNoOfferingBindOutcomes[] = {"bound",      "no_fit",      "api_error",
+                                                   "not_synced", "unknown_pod", "bad_request"};
+constexpr const char* kAffinityPlacements[] = {"own_unit", "new_unit"};
+constexpr const char* kSpillCauses[] = {"no_candidate_with_own_unit"};
+constexpr absl::string_view kOther = "other";
+
+// `value` when it is one of `vocabulary`, else "other": label values that come from callers
+// stay a fixed set whatever they pass.
+template <size_t N>
+absl::string_view Bounded(const char* const (&vocabulary)[N], absl::string_view value) {
+  for (const char* v : vocabulary) {
+    if (value == v) return value;
+  }
+  return kOther;
+}
+
 // Bind's API call: a loopback record is microseconds, a real API server a few milliseconds.
 const prometheus::Histogram::BucketBoundaries& ApiBuckets() {
   static const auto* b = new prometheus::Histogram::BucketBoundaries{
@@ -153,6 +174,30 @@ struct ExtenderMetrics::Impl {
           .Name("gse_preemption_victims_total")
           .Help("Victim pods on the nodes proposed back to kube-scheduler.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& watch_restarts_family =
+      prometheus::BuildCounter()
+          .Name("gse_mirror_watch_restarts_total")
+          .Help("Watches of the Kubernetes API opened again after a disconnect, error or "
+                "timeout, by resource.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& api_errors_family =
+      prometheus::BuildCounter()
+          .Name("gse_api_errors_total")
+          .Help("Failed calls to the Kubernetes API server, by operation "
+                "(list|watch|get|bind|lease|other).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& drift_family =
+      prometheus::BuildCounter()
+          .Name("gse_mirror_drift_repairs_total")
+          .Help("Objects a periodic relist found different in the mirror and repaired, by kind "
+                "(pod|node|project_quota).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& last_sync_family =
+      prometheus::BuildGauge()
+          .Name("gse_mirror_last_sync_timestamp_seconds")
+          .Help("Unix time of the last full list from the API server applied to the mirror (0: "
+                "never; always 0 standalone).")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build_family =
       prometheus::BuildGauge()
           .Name("gse_build_info")
@@ -173,14 +218,43 @@ struct ExtenderMetrics::Impl {
   prometheus::Histogram& bind_api = bind_api_family.Add({}, ApiBuckets());
   prometheus::Counter& preempt_nodes = preempt_nodes_family.Add({});
   prometheus::Counter& preempt_victims = preempt_victims_family.Add({});
+  prometheus::Gauge& last_sync = last_sync_family.Add({});
+
+  // Fixed vocabularies (+ "other"), every series created at 0 here.
+  SeriesCache<prometheus::Counter> watch_restarts{watch_restarts_family, {"resource"}};
+  SeriesCache<prometheus::Counter> api_errors{api_errors_family, {"op"}};
+  SeriesCache<prometheus::Counter> drift_repairs{drift_family, {"kind"}};
 
   Impl() {
     build_family.Add({{"version", GSE_VERSION}, {"revision", GSE_GIT_REVISION}}).Set(1);
+    // The decision verbs' latency and success series exist from the start: a series born with
+    // its first burst of requests already counted loses that burst in rate() (no earlier
+    // sample), which leaves latency panels and the slow-verb alert at NaN for that verb.
+    for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
+      durations.Get({verb});
+      requests.Get({verb, "200", "ok"});
+    }
+    for (const char* r : kWatchResources) watch_restarts.Get({r});
+    watch_restarts.Get({kOther});
+    for (const char* op : kApiOps) api_errors.Get({op});
+    api_errors.Get({kOther});
+    for (const char* k : kDriftKinds) drift_repairs.Get({k});
+    drift_repairs.Get({kOther});
   }
 };
 
 ExtenderMetrics::ExtenderMetrics() : impl_(std::make_unique<Impl>()) {}
 ExtenderMetrics::~ExtenderMetrics() = default;
+
+void ExtenderMetrics::InitSeries(const Catalog& catalog) {
+  for (const char* outcome : kNoOfferingBindOutcomes) impl_->binds.Get({"none", outcome});
+  for (const Offering& offering : catalog.offerings()) {
+    for (const char* outcome : kOfferingBindOutcomes) impl_->binds.Get({offering.resource, outcome});
+    if (offering.sharing != Sharing::kTimeSliced) continue;
+    for (const char* p : kAffinityPlacements) impl_->affinity.Get({offering.resource, p});
+    for (const char* cause : kSpillCauses) impl_->spills.Get({offering.resource, cause});
+  }
+}
 
 void ExtenderMetrics::ObserveRequest(absl::string_view verb, int code, absl::string_view outcome,
                                      double seconds) {
@@ -221,6 +295,27 @@ void ExtenderMetrics::ObserveSpill(absl::string_view offering, absl::string_view
 void ExtenderMetrics::ObservePreemption(int nodes_proposed, int victims) {
   if (nodes_proposed > 0) impl_->preempt_nodes.Increment(nodes_proposed);
   if (victims > 0) impl_->preempt_victims.Increment(victims);
+}
+
+void ExtenderMetrics::ObserveWatchRestart(absl::string_view resource, int64_t n) {
+  if (n <= 0) return;
+  impl_->watch_restarts.Get({Bounded(kWatchResources, resource)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveApiError(absl::string_view op, int64_t n) {
+  if (n <= 0) return;
+  impl_->api_errors.Get({Bounded(kApiOps, op)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveDriftRepair(absl::string_view kind, int64_t n) {
+  if (n <= 0) return;
+  impl_->drift_repairs.Get({Bounded(kDriftKinds, kind)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::SetLastSync(absl::Time when) {
+  impl_->last_sync.Set(when == absl::InfinitePast()
+                           ? 0
+                           : absl::ToDoubleSeconds(when - absl::UnixEpoch()));
 }
 
 prometheus::Registry& ExtenderMetrics::registry() { return *impl_->registry; }

@@ -1,5 +1,6 @@
 #include "extender/mirror_metrics.h"
 
+#include <chrono>
 #include <vector>
 
 #include "prometheus/counter.h"
@@ -41,6 +42,12 @@ MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirro
                          .Help("A project's quota per offering, in the unit of gse_project_units "
                                "(no series: unlimited)")
                          .Register(registry)),
+      pods_(prometheus::BuildGauge()
+                .Name("gse_mirror_pods")
+                .Help("Pods holding GPU units in the mirror, by source: reserved (bind in "
+                      "flight), confirmed (bound with our assignment), charged (bound by "
+                      "something else without one: whole units charged conservatively)")
+                .Register(registry)),
       oversubscribed_(SingleGauge(registry, "gse_audit_oversubscribed_units",
                                   "Units over capacity found by the last independent audit of "
                                   "the mirror (must be 0)")),
@@ -50,7 +57,12 @@ MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirro
       over_quota_(SingleGauge(registry, "gse_audit_over_quota",
                               "(project, offering) pairs over quota in the last audit")),
       nodes_(SingleGauge(registry, "gse_mirror_nodes", "Nodes in the mirror")),
-      pods_(SingleGauge(registry, "gse_mirror_pods", "Pods holding GPU units in the mirror")),
+      pods_reserved_(&pods_.Add({{"source", "reserved"}})),
+      pods_confirmed_(&pods_.Add({{"source", "confirmed"}})),
+      pods_charged_(&pods_.Add({{"source", "charged"}})),
+      audit_seconds_(SingleGauge(registry, "gse_audit_duration_seconds",
+                                 "How long the last refresh of these gauges and the audit took "
+                                 "(mostly under the mirror's reader lock)")),
       synced_(SingleGauge(registry, "gse_mirror_synced",
                           "1 when the mirror holds a complete state and decisions are served")),
       leader_(SingleGauge(registry, "gse_leader",
@@ -87,6 +99,7 @@ void MirrorMetrics::SetSeries(prometheus::Family<prometheus::Gauge>& family,
 }
 
 AuditReport MirrorMetrics::Refresh() {
+  const auto started = std::chrono::steady_clock::now();
   std::map<LabelKey, double> units, slots, used, project_units, project_quota;
   AuditReport report = mirror_->Read([&](const ClusterState& state) {
     const Catalog& catalog = state.catalog();
@@ -123,13 +136,20 @@ AuditReport MirrorMetrics::Refresh() {
       }
     }
     nodes_->Set(static_cast<double>(state.nodes().size()));
-    pods_->Set(static_cast<double>(state.pods().size()));
+    int64_t by_source[3] = {0, 0, 0};
+    for (const auto& [key, pod] : state.pods()) ++by_source[static_cast<int>(pod.source)];
+    pods_reserved_->Set(static_cast<double>(by_source[static_cast<int>(HoldingSource::kReserved)]));
+    pods_confirmed_->Set(
+        static_cast<double>(by_source[static_cast<int>(HoldingSource::kConfirmed)]));
+    pods_charged_->Set(static_cast<double>(by_source[static_cast<int>(HoldingSource::kCharged)]));
     return state.Audit();
   });
   oversubscribed_->Set(static_cast<double>(report.oversubscribed_units));
   multi_owner_->Set(static_cast<double>(report.multi_owner_units));
   over_quota_->Set(static_cast<double>(report.over_quota_projects));
   audits_->Increment();
+  audit_seconds_->Set(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
   absl::MutexLock lock(&mu_);
   SetSeries(units_, unit_series_, std::move(units), "offering", "state");

@@ -4,6 +4,9 @@
 // from its own thread.
 //
 // Series are bounded by offerings x 4 states and projects x offerings; no node or pod labels.
+// Pods that something else bound without our annotation are charged conservatively by the
+// mirror (ClusterState::ApplyPod, HoldingSource::kCharged); gse_mirror_pods{source="charged"}
+// counts them, so an operator sees that someone schedules GPU pods around the extender.
 // Series of projects or offerings that disappear are removed, not left at stale values.
 // Thread-safe: Refresh() may run concurrently with scrapes (prometheus-cpp gauges are atomic;
 // the set of series this class manages is guarded by mu_).
@@ -49,11 +52,15 @@ class MirrorMetrics {
   prometheus::Family<prometheus::Gauge>& slots_used_;
   prometheus::Family<prometheus::Gauge>& project_units_;
   prometheus::Family<prometheus::Gauge>& project_quota_;
+  prometheus::Family<prometheus::Gauge>& pods_;  // by source, the three gauges below
   prometheus::Gauge* oversubscribed_;
   prometheus::Gauge* multi_owner_;
   prometheus::Gauge* over_quota_;
   prometheus::Gauge* nodes_;
-  prometheus::Gauge* pods_;
+  prometheus::Gauge* pods_reserved_;
+  prometheus::Gauge* pods_confirmed_;
+  prometheus::Gauge* pods_charged_;
+  prometheus::Gauge* audit_seconds_;
   prometheus::Gauge* synced_;
   prometheus::Gauge* leader_;
   prometheus::Counter* audits_;

@@ -35,7 +35,7 @@ offerings:
   unit: gpu
   sharing: exclusive
   memory: 24Gi
-  deviceClass: gpu.nvidia.com
+  deviceClass: gpu-whole.nvidia.com
   displayName: NVIDIA GPU (whole)
 - resource: nvidia.com/gpu.shared
   unit: gpu

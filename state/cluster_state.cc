@@ -918,12 +918,15 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   return absl::OkStatus();
 }
 
-absl::Status ClusterState::Confirm(absl::string_view pod_key) {
+absl::Status ClusterState::Confirm(absl::string_view pod_key, absl::Time bound_at) {
   auto it = pods_.find(pod_key);
   if (it == pods_.end()) {
     return absl::NotFoundError(absl::StrCat("confirm: pod ", pod_key, " holds nothing"));
   }
-  if (it->second.source == HoldingSource::kReserved) it->second.source = HoldingSource::kConfirmed;
+  if (it->second.source == HoldingSource::kReserved) {
+    it->second.source = HoldingSource::kConfirmed;
+    it->second.bound_by_us_at = bound_at;
+  }
   return absl::OkStatus();
 }
 

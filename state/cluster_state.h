@@ -26,6 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "state/assignment.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
@@ -100,6 +102,10 @@ struct PodRecord {
   ProjectId project = kNoProject;
   Assignment assignment;
   HoldingSource source = HoldingSource::kConfirmed;
+  // When our own bind confirmed this holding (InfinitePast when learned from the API). A
+  // relist taken before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
+  // recent holdings over instead of freeing a unit that the watch will show bound.
+  absl::Time bound_by_us_at = absl::InfinitePast();
 };
 
 struct ProjectState {
@@ -153,8 +159,9 @@ class ClusterState {
   // pod holding something else fails with AlreadyExists.
   absl::Status Reserve(const PodClaim& claim, const Assignment& a,
                        HoldingSource source = HoldingSource::kReserved);
-  // Marks a reservation confirmed (bind succeeded). NotFound if the pod holds nothing.
-  absl::Status Confirm(absl::string_view pod_key);
+  // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod holds
+  // nothing.
+  absl::Status Confirm(absl::string_view pod_key, absl::Time bound_at = absl::Now());
   // Releases everything the pod holds; false if it held nothing.
   bool Release(absl::string_view pod_key);
 

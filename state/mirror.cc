@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/clock.h"
 
 namespace gse {
 
@@ -43,7 +45,9 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
   fresh.ApplyBatch(batch);
   // Pods the list shows pending (key -> uid): a bind confirmed after the list was taken.
   absl::flat_hash_map<std::string, std::string> pending;
+  absl::flat_hash_set<std::string> listed_keys;
   for (const PodObject& pod : batch.pods) {
+    listed_keys.insert(pod.Key());
     if (pod.node_name.empty() && !pod.Terminal() && !pod.terminating) pending[pod.Key()] = pod.uid;
   }
 
@@ -53,14 +57,22 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
   // fails and releases):
   //  * kReserved: a bind in flight; its outcome releases or confirms it.
   //  * kConfirmed while the list still shows the same pod pending: bound after the list was
-  //    taken; the watch delivers the bound (or deleted) pod next. A confirmed pod that the list
-  //    does not show at all was deleted: it is dropped, or its capacity would leak for good.
+  //    taken; the watch delivers the bound (or deleted) pod next.
+  //  * kConfirmed by our own bind within kRecentBindWindow that the list does not show at all:
+  //    the pod may have been created after the list was taken. The watch resumes from the
+  //    list's resourceVersion, so it replays that pod's events (bound, or deleted); keeping the
+  //    holding until then never hands the unit out twice. Older confirmed pods missing from the
+  //    list were deleted: they are dropped, or their capacity would leak for good.
+  const absl::Time recent = absl::Now() - kRecentBindWindow;
   for (const auto& [key, pod] : state_.pods()) {
     if (fresh.FindPod(key) != nullptr) continue;
     bool carry = pod.source == HoldingSource::kReserved;
     if (pod.source == HoldingSource::kConfirmed) {
       auto it = pending.find(key);
-      carry = it != pending.end() && (it->second.empty() || pod.uid.empty() || it->second == pod.uid);
+      const bool listed_pending =
+          it != pending.end() && (it->second.empty() || pod.uid.empty() || it->second == pod.uid);
+      const bool listed = it != pending.end() || listed_keys.contains(key);
+      carry = listed_pending || (!listed && pod.bound_by_us_at > recent);
     }
     if (!carry) continue;
     PodClaim claim;
@@ -68,7 +80,10 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
     claim.uid = pod.uid;
     claim.namespace_name = pod.namespace_name;
     claim.project = state_.project(pod.project).name;
-    fresh.Reserve(claim, pod.assignment, pod.source).IgnoreError();
+    if (fresh.Reserve(claim, pod.assignment, HoldingSource::kReserved).ok() &&
+        pod.source == HoldingSource::kConfirmed) {
+      fresh.Confirm(key, pod.bound_by_us_at).IgnoreError();
+    }
   }
   std::swap(state_, fresh);
   // `fresh` now holds the old state; it is destroyed after the lock is released (the lock

@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "state/cluster_state.h"
 
 namespace gse {
@@ -46,8 +47,10 @@ class Mirror {
   bool Release(absl::string_view pod_key);
 
   // Replaces the whole state with one built from `batch` (relist after 410 Gone), keeping
-  // reservations that are not yet confirmed so in-flight binds are not lost.
+  // reservations that are not yet confirmed so in-flight binds are not lost, and holdings our
+  // binds confirmed within kRecentBindWindow that the list cannot show yet (mirror.cc).
   void ReplaceAll(const ObjectBatch& batch);
+  static constexpr absl::Duration kRecentBindWindow = absl::Minutes(2);
 
  private:
   mutable absl::Mutex mu_;

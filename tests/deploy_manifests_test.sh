@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Offline tests of deploy/ (kustomize base and overlays), scheduler-config/ and the Dockerfile.
+# Offline tests of deploy/ (kustomize base and overlays), scheduler-config/, the catalog's
+# renders and checks (`gpu-slice-extender catalog render|check`) and the Dockerfile.
 #
 #   bash tests/deploy_manifests_test.sh        (from anywhere; it works from the repository root)
+#   GSE_BIN_DIR=build-x/bin bash tests/deploy_manifests_test.sh   (binary from another build)
 #
 # Needs kubectl (for `kubectl kustomize`), node and the npm packages of tests/deploy (installed
 # with `npm ci` here if missing; scripts/setup.sh does the same). No cluster and no container
@@ -53,8 +55,115 @@ for v in "${variants[@]}"; do
   fi
 done
 
-# ---- schemas, structure, security, RBAC, scheduler configs (node) ----------------------------
-node tests/deploy/validate.js --repo "$REPO" --rendered "$work/rendered" >"$work/validate.out" 2>"$work/validate.err"
+# ---- the catalog renders and checks, with the real binary --------------------------------------
+# Renders of the built-in catalog must equal tests/golden/ (catalog_render_test compares the
+# library with them too; this proves the CLI prints the same). The shipped scheduler configs must
+# pass `catalog check --strict`; broken variants of them must fail with kube-scheduler's (or the
+# drift check's) message naming the file and the field.
+gse="${GSE_BIN_DIR:-build/bin}/gpu-slice-extender"
+renders_args=()
+# run_check NAME WANT_EXIT NEEDLE ARGS...: `catalog check ARGS`, exit status and one output line.
+run_check() {
+  local name="$1" want="$2" needle="$3"; shift 3
+  local out rc
+  out=$("$gse" catalog check "$@" 2>&1); rc=$?
+  if ((rc != want)); then fail "$name" "exit $rc, want $want: $(tail -4 <<<"$out" | tr '\n' '|')"; return; fi
+  if ! grep -Fq -- "$needle" <<<"$out"; then fail "$name" "no line with: $needle; got: $(head -4 <<<"$out" | tr '\n' '|')"; return; fi
+  pass "$name"
+}
+# variant NAME SED_SCRIPT: scheduler-config/default-profile.yaml edited into $work/ksc/NAME.yaml.
+variant() {
+  mkdir -p "$work/ksc"
+  sed -e "$2" scheduler-config/default-profile.yaml >"$work/ksc/$1.yaml"
+  if cmp -s scheduler-config/default-profile.yaml "$work/ksc/$1.yaml"; then
+    fail "broken variant $1 differs from default-profile.yaml" "the edit '$2' changed nothing: update this test"
+  fi
+}
+if [[ ! -x "$gse" ]]; then
+  fail "gpu-slice-extender catalog render/check" "no binary at $gse: build the gpu-slice-extender target (or set GSE_BIN_DIR)"
+else
+  mkdir -p "$work/renders"
+  rendered_all=1
+  for what in device-classes resource-quotas kubeflow scheduler-extender; do
+    if ! "$gse" catalog render --what="$what" >"$work/renders/$what.yaml" 2>"$work/render.err"; then
+      fail "catalog render --what=$what" "$(head -3 "$work/render.err")"; rendered_all=0
+    elif cmp -s "$work/renders/$what.yaml" "tests/golden/$what.yaml"; then
+      pass "catalog render --what=$what equals tests/golden/$what.yaml"
+    else
+      fail "catalog render --what=$what equals tests/golden/$what.yaml" "$(diff "tests/golden/$what.yaml" "$work/renders/$what.yaml" 2>&1 | head -6 | tr '\n' '|')"
+    fi
+  done
+  ((rendered_all)) && renders_args=(--renders "$work/renders")
+  if "$gse" catalog --help >"$work/catalog-help.out" 2>&1 && grep -q 'catalog render' "$work/catalog-help.out" &&
+     grep -q 'catalog check' "$work/catalog-help.out" && "$gse" --help 2>&1 | grep -q 'catalog render|check'; then
+    pass "gpu-slice-extender --help and catalog --help describe the catalog subcommands"
+  else
+    fail "gpu-slice-extender --help and catalog --help describe the catalog subcommands" "$(head -3 "$work/catalog-help.out")"
+  fi
+  out=$("$gse" catalog render --what=quotas 2>&1); rc=$?
+  if ((rc == 2)) && grep -Fq 'want one of device-classes, resource-quotas, kubeflow, scheduler-extender' <<<"$out"; then
+    pass "catalog render --what=quotas is a usage error (exit 2) naming the valid targets"
+  else
+    fail "catalog render --what=quotas is a usage error (exit 2) naming the valid targets" "exit $rc: $out"
+  fi
+
+  for f in scheduler-config/*.yaml; do
+    run_check "$f passes catalog check --strict (built-in catalog)" 0 "catalog check: OK, 0 error(s), 0 warning(s)" \
+      --strict --scheduler-config="$f"
+    run_check "$f passes catalog check --strict (deploy/base/catalog.yaml)" 0 "catalog check: OK, 0 error(s), 0 warning(s)" \
+      --strict --catalog=deploy/base/catalog.yaml --scheduler-config="$f"
+  done
+
+  variant missing-resource '/^  - name: nvidia.com\/a10g$/,+1d'
+  run_check "catalog check: missing resource" 1 \
+    "error: $work/ksc/missing-resource.yaml: extenders[0].managedResources: missing \"nvidia.com/a10g\"" \
+    --scheduler-config="$work/ksc/missing-resource.yaml"
+  variant missing-alias '/^  - name: nvidia.com\/gpu-a100$/,+1d'
+  run_check "catalog check: alias not managed" 1 \
+    "error: $work/ksc/missing-alias.yaml: extenders[0].managedResources: alias \"nvidia.com/gpu-a100\" of nvidia.com/a100 is not managed" \
+    --scheduler-config="$work/ksc/missing-alias.yaml"
+  variant extra-resource '$a\  - name: example.com/tpu\n    ignoredByScheduler: false'
+  extra_index=$(grep -c '^  - name: ' scheduler-config/default-profile.yaml)  # appended last
+  run_check "catalog check: resource the catalog does not know" 1 \
+    "error: $work/ksc/extra-resource.yaml: extenders[0].managedResources[$extra_index].name: \"example.com/tpu\" is not in the built-in catalog (extra)" \
+    --scheduler-config="$work/ksc/extra-resource.yaml"
+  variant two-binders '$a\- urlPrefix: http://other-extender.example:8080\n  filterVerb: filter\n  bindVerb: bind\n  managedResources:\n  - name: example.com/fpga'
+  run_check "catalog check: two binders" 1 \
+    "error: $work/ksc/two-binders.yaml: extenders: Invalid value: \"found 2 extenders implementing bind\": only one extender can implement bind" \
+    --scheduler-config="$work/ksc/two-binders.yaml"
+  variant zero-weight 's/^  weight: 5$/  weight: 0/'
+  run_check "catalog check: zero weight with prioritizeVerb" 1 \
+    "error: $work/ksc/zero-weight.yaml: extenders[0].weight: Invalid value: 0: must have a positive weight applied to it" \
+    --scheduler-config="$work/ksc/zero-weight.yaml"
+  variant invalid-name 's|^  - name: nvidia.com/gpu.mps$|  - name: kubernetes.io/gpu-mps|'
+  run_check "catalog check: invalid extended resource name" 1 \
+    "error: $work/ksc/invalid-name.yaml: extenders[0].managedResources[2].name: Invalid value: \"kubernetes.io/gpu-mps\": is an invalid extended resource name" \
+    --scheduler-config="$work/ksc/invalid-name.yaml"
+  variant duplicate-name '/^  managedResources:$/a\  - name: nvidia.com/gpu\n    ignoredByScheduler: false'
+  run_check "catalog check: duplicate managed resource name" 1 \
+    "error: $work/ksc/duplicate-name.yaml: extenders[0].managedResources[1].name: Invalid value: \"nvidia.com/gpu\": duplicate extender managed resource name" \
+    --scheduler-config="$work/ksc/duplicate-name.yaml"
+
+  run_check "catalog check --snapshot=examples/demo-cluster.json passes" 0 "catalog check: OK, 0 error(s)," \
+    --snapshot=examples/demo-cluster.json --scheduler-config=scheduler-config/default-profile.yaml
+  run_check "catalog check --snapshot: offerings no demo node advertises are warnings, --strict fails on them" 1 \
+    "warning: built-in catalog: offerings[2] (nvidia.com/gpu.mps): no node in examples/demo-cluster.json advertises it" \
+    --strict --snapshot=examples/demo-cluster.json
+  node -e '
+    const fs = require("fs");
+    const d = JSON.parse(fs.readFileSync("examples/demo-cluster.json", "utf8"));
+    const n = d.items.find((i) => i.kind === "Node" && i.metadata.name === "a100-mig-1");
+    n.status.allocatable["nvidia.com/mig-9g.99gb"] = "1";
+    fs.writeFileSync(process.argv[1], JSON.stringify(d));' "$work/unknown-gpu.json"
+  run_check "catalog check --snapshot: a node advertising a GPU resource the catalog does not know" 1 \
+    "error: $work/unknown-gpu.json: nodes/a100-mig-1: status.allocatable[\"nvidia.com/mig-9g.99gb\"]: a GPU resource the built-in catalog does not know" \
+    --snapshot="$work/unknown-gpu.json"
+  run_check "catalog check: an unreadable file is a usage error (exit 2)" 2 "--scheduler-config=/nonexistent/ksc.yaml: cannot read the file" \
+    --scheduler-config=/nonexistent/ksc.yaml
+fi
+
+# ---- schemas, structure, security, RBAC, scheduler configs, catalog renders (node) -------------
+node tests/deploy/validate.js --repo "$REPO" --rendered "$work/rendered" "${renders_args[@]}" >"$work/validate.out" 2>"$work/validate.err"
 node_rc=$?
 cat "$work/validate.out"
 n_pass=$(grep -c '^PASS: ' "$work/validate.out")

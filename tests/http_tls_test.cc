@@ -1,8 +1,10 @@
 // HTTPS with real TLS clients: certificates are made at test time with the openssl CLI (a CA,
 // a server certificate for 127.0.0.1/localhost, a client certificate from the CA, and one
 // from another CA). Checks: HTTPS verified by the CA works; with --client-ca a client
-// without a certificate, or with one from the other CA, is refused; plain HTTP to the TLS port
-// gets no answer; missing or wrong files are start-up errors naming the flag and the file.
+// without a certificate (kubelet's probes, Prometheus) reaches /healthz, /readyz and /metrics
+// but gets 403 on the verbs and /debug/state, and a certificate from the other CA fails the
+// handshake; plain HTTP to the TLS port gets no answer; missing or wrong files are start-up
+// errors naming the flag and the file.
 #include <httplib.h>
 #include <signal.h>
 
@@ -31,7 +33,9 @@ using ::gse::testing::RunToCompletion;
 using ::gse::testing::SharedPath;
 using ::gse::testing::SourcePath;
 using ::gse::testing::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // Runs a shell command in `dir`; the output goes to a log shown when it fails.
@@ -152,25 +156,72 @@ TEST_F(HttpTlsTest, PlainHttpToTheTlsPortGetsNoAnswer) {
   EXPECT_EQ(r->status, 200);
 }
 
-TEST_F(HttpTlsTest, ClientCaRequiresACertificateFromThatCa) {
+TEST_F(HttpTlsTest, ClientCaOpensProbesButNeedsACertificateForVerbs) {
   auto f = TlsServer(pki_, true);
   ASSERT_NE(f, nullptr);
+  const std::string filter_body = ReadFileOrDie(
+      SharedPath("protocol/captured-k8s-1.26/k8s1.26-filter-request-nodecache-true.json"));
 
-  httplib::Result r = Client(pki_, f->port())->Get("/healthz");
-  EXPECT_FALSE(r) << "a client without certificate was served: " << r->status;
-
-  r = Client(pki_, f->port(), "rogue")->Get("/healthz");
-  EXPECT_FALSE(r) << "a certificate from another CA was accepted: " << r->status;
-
-  auto good = Client(pki_, f->port(), "client");
-  r = good->Get("/healthz");
+  // kubelet's HTTPS probes and a Prometheus scrape present no client certificate.
+  auto anonymous = Client(pki_, f->port());
+  for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
+    httplib::Result r = anonymous->Get(path);
+    ASSERT_TRUE(r) << path << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << path << ": " << r->body;
+  }
+  f->service().SetReady(false);
+  httplib::Result r = anonymous->Get("/readyz");
   ASSERT_TRUE(r) << httplib::to_string(r.error());
-  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->status, 503) << "the probe sees the real readiness, not a TLS refusal";
+  f->service().SetReady(true);
+
+  // The verbs and the debug state need the certificate: 403 with a JSON reason.
+  for (const char* verb : {"/filter", "/prioritize", "/bind", "/preempt"}) {
+    r = anonymous->Post(verb, testing::SchedulerHeaders(), filter_body, "application/json");
+    ASSERT_TRUE(r) << verb << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 403) << verb;
+    EXPECT_THAT(r->body, AllOf(StartsWith("{\"Error\":"), HasSubstr("client certificate"),
+                               HasSubstr("--client-ca")))
+        << verb;
+  }
+  r = anonymous->Get("/debug/state");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 403);
+  EXPECT_THAT(r->body, Not(HasSubstr("nodes")));
+  // The refusals are counted like any answer.
+  r = anonymous->Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->body, HasSubstr("gse_http_requests_total{code=\"403\""));
+
+  // A certificate from another CA fails the handshake, whatever the path.
+  for (const char* path : {"/healthz", "/metrics"}) {
+    r = Client(pki_, f->port(), "rogue")->Get(path);
+    EXPECT_FALSE(r) << "a certificate from another CA was accepted on " << path << ": "
+                    << r->status;
+  }
+
+  // kube-scheduler's certificate opens everything.
+  auto good = Client(pki_, f->port(), "client");
+  r = good->Post("/filter", testing::SchedulerHeaders(), filter_body, "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("\"Error\":\"\""));
   r = good->Get("/debug/state");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = good->Get("/healthz");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   // The refused handshakes left no request in flight.
   EXPECT_TRUE(f->WaitUntilIdle());
+}
+
+TEST_F(HttpTlsTest, WithoutClientCaNoCertificateIsNeeded) {
+  auto f = TlsServer(pki_, false);
+  ASSERT_NE(f, nullptr);
+  httplib::Result r = Client(pki_, f->port())->Get("/debug/state");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
 }
 
 TEST_F(HttpTlsTest, BadTlsFilesAreErrorsNamingTheFlagAndTheFile) {
@@ -241,7 +292,18 @@ TEST_F(HttpTlsTest, BinaryServesHttpsWithClientCertificates) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_THAT(r->body, HasSubstr("\"NodeNames\":[\""));
-  EXPECT_FALSE(Client(pki_, port)->Get("/healthz")) << "no client certificate";
+  // What the tls overlay's kubelet probes do: HTTPS without a client certificate.
+  auto probe = Client(pki_, port);
+  for (const char* path : {"/healthz", "/readyz"}) {
+    r = probe->Get(path);
+    ASSERT_TRUE(r) << path << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << path;
+  }
+  r = probe->Post("/gpu-extender/filter", testing::SchedulerHeaders(),
+                  ReadFileOrDie(SourcePath("examples/filter-request.json")), "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 403) << r->body;
+  EXPECT_FALSE(Client(pki_, port, "rogue")->Get("/healthz")) << "certificate from another CA";
 
   (*child)->Signal(SIGTERM);
   EXPECT_EQ((*child)->Wait(absl::Seconds(10)), std::optional<int>(0)) << (*child)->Stderr();

@@ -16,7 +16,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "extender/extender_service.h"
+#include "extender/mirror_metrics.h"
 #include "gtest/gtest.h"
 #include "scoring/policies.h"
 #include "state/catalog.h"
@@ -203,6 +205,14 @@ TEST(MetricsTest, ExpositionPassesPromtool) {
   m.ObserveAffinity("nvidia.com/mig-1g.5gb.shared", "new_unit");
   m.ObserveSpill("nvidia.com/mig-1g.5gb.shared", "no_candidate_with_own_unit");
   m.ObservePreemption(1, 2);
+  m.InitSeries(Catalog::BuiltIn());
+  m.ObserveWatchRestart("pods");
+  m.ObserveApiError("bind");
+  m.ObserveDriftRepair("pod");
+  m.SetLastSync(absl::Now());
+  Mirror mirror(std::make_shared<Catalog>(Catalog::BuiltIn()), MirrorOptions{});
+  MirrorMetrics mirror_metrics(m.registry(), &mirror);
+  mirror_metrics.Refresh();
   const std::string text = m.Serialize();
 
   char path[] = "/tmp/gse_metrics_test_XXXXXX";
@@ -219,6 +229,174 @@ TEST(MetricsTest, ExpositionPassesPromtool) {
   unlink(path);
   EXPECT_EQ(rc, 0) << output << "\n--- exposition:\n" << text;
   EXPECT_EQ(output, "") << text;
+}
+
+// Dashboards divide and alerts compare these series; a quiet extender must answer them with 0,
+// not with nothing (and a series born with its first increments loses them in rate()).
+TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
+  ExtenderMetrics metrics;
+  Mirror mirror(std::make_shared<Catalog>(Catalog::BuiltIn()), MirrorOptions{});
+  RecordOnlyBinder binder;
+  ServiceOptions options;
+  options.metrics = &metrics;
+  ExtenderService service(&mirror, MakePolicy("affinity-pack").value(), &binder, options);
+  const std::string text = metrics.Serialize();
+
+  int time_sliced = 0;
+  for (const Offering& o : Catalog::BuiltIn().offerings()) {
+    for (const char* outcome : {"bound", "unit_taken", "quota", "no_fit", "api_error"}) {
+      EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", o.resource}, {"outcome", outcome}}), 0)
+          << o.resource << " " << outcome;
+    }
+    const double want = o.sharing == Sharing::kTimeSliced ? 0 : -1;  // -1: no series
+    time_sliced += o.sharing == Sharing::kTimeSliced;
+    for (const char* placement : {"own_unit", "new_unit"}) {
+      EXPECT_EQ(Sample(text, "gse_affinity_placements_total",
+                       {{"offering", o.resource}, {"placement", placement}}),
+                want)
+          << o.resource;
+    }
+    EXPECT_EQ(Sample(text, "gse_affinity_spills_total",
+                     {{"offering", o.resource}, {"cause", "no_candidate_with_own_unit"}}),
+              want)
+        << o.resource;
+  }
+  EXPECT_GT(time_sliced, 0);
+  for (const char* outcome : {"not_synced", "unknown_pod", "bad_request", "api_error"}) {
+    EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", "none"}, {"outcome", outcome}}), 0) << outcome;
+  }
+  for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
+    EXPECT_EQ(Sample(text, "gse_http_request_duration_seconds_count", {{"verb", verb}}), 0) << verb;
+    EXPECT_EQ(Sample(text, "gse_http_requests_total", {{"verb", verb}, {"code", "200"}, {"outcome", "ok"}}), 0)
+        << verb;
+  }
+  for (const char* r : {"nodes", "pods", "namespaces", "resourcequotas", "other"}) {
+    EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", r}}), 0) << r;
+  }
+  for (const char* op : {"list", "watch", "get", "bind", "lease", "other"}) {
+    EXPECT_EQ(Sample(text, "gse_api_errors_total", {{"op", op}}), 0) << op;
+  }
+  for (const char* kind : {"pod", "node", "project_quota", "other"}) {
+    EXPECT_EQ(Sample(text, "gse_mirror_drift_repairs_total", {{"kind", kind}}), 0) << kind;
+  }
+  EXPECT_EQ(Sample(text, "gse_mirror_last_sync_timestamp_seconds", {}), 0);
+}
+
+// The live-cluster work reports through these; whatever it passes, the label values stay the
+// documented vocabulary (anything else is "other"), so the series count cannot grow.
+TEST(MetricsTest, LiveClusterCountersKeepTheirVocabulary) {
+  ExtenderMetrics m;
+  m.ObserveWatchRestart("pods");
+  m.ObserveWatchRestart("pods");
+  m.ObserveWatchRestart("secrets");
+  m.ObserveApiError("bind", 2);
+  m.ObserveApiError("patch-some-node-xyz");
+  m.ObserveDriftRepair("pod", 3);
+  m.ObserveDriftRepair("node");
+  m.ObserveDriftRepair("node", 0);   // nothing
+  m.ObserveDriftRepair("node", -4);  // nothing: counters never go down
+  m.SetLastSync(absl::FromUnixSeconds(1700000000));
+  std::string text = m.Serialize();
+  EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", "pods"}}), 2);
+  EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", "other"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", "secrets"}}), -1);
+  EXPECT_EQ(Sample(text, "gse_api_errors_total", {{"op", "bind"}}), 2);
+  EXPECT_EQ(Sample(text, "gse_api_errors_total", {{"op", "other"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_mirror_drift_repairs_total", {{"kind", "pod"}}), 3);
+  EXPECT_EQ(Sample(text, "gse_mirror_drift_repairs_total", {{"kind", "node"}}), 1);
+  EXPECT_DOUBLE_EQ(Sample(text, "gse_mirror_last_sync_timestamp_seconds", {}), 1700000000);
+  int api_series = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    api_series += absl::StartsWith(line, "gse_api_errors_total{");
+  }
+  EXPECT_EQ(api_series, 6) << text;
+  m.SetLastSync(absl::InfinitePast());  // never synced
+  EXPECT_EQ(Sample(m.Serialize(), "gse_mirror_last_sync_timestamp_seconds", {}), 0);
+}
+
+// A node with two 1g.5gb slices time-sliced 4 ways; team-a holds two tickets of slice 0 (our
+// annotation) and reserves a third; team-b's pod was bound by something else without an
+// assignment, so the mirror charges it a whole slice.
+constexpr char kMirrorList[] = R"({"kind":"List","apiVersion":"v1","items":[
+ {"kind":"Node","apiVersion":"v1","metadata":{"name":"ts","labels":{
+   "nvidia.com/mig-1g.5gb.count":"2","nvidia.com/mig-1g.5gb.replicas":"4"}},
+  "status":{"allocatable":{"nvidia.com/mig-1g.5gb.shared":"8"}}},
+ {"kind":"ResourceQuota","apiVersion":"v1","metadata":{"name":"gpu","namespace":"team-a"},
+  "spec":{"hard":{"requests.nvidia.com/mig-1g.5gb.shared":"8"}}},
+ {"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"team-a","uid":"ua",
+   "annotations":{"gpu.themelio.io/unit":"ts/nvidia.com/mig-1g.5gb.shared/0","gpu.themelio.io/amount":"1"}},
+  "spec":{"nodeName":"ts","containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb.shared":"1"}}}]},
+  "status":{"phase":"Running"}},
+ {"kind":"Pod","apiVersion":"v1","metadata":{"name":"b","namespace":"team-a","uid":"ub",
+   "annotations":{"gpu.themelio.io/unit":"ts/nvidia.com/mig-1g.5gb.shared/0","gpu.themelio.io/amount":"1"}},
+  "spec":{"nodeName":"ts","containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb.shared":"1"}}}]},
+  "status":{"phase":"Running"}},
+ {"kind":"Pod","apiVersion":"v1","metadata":{"name":"c","namespace":"team-b","uid":"uc"},
+  "spec":{"nodeName":"ts","schedulerName":"other-scheduler",
+   "containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb.shared":"1"}}}]},
+  "status":{"phase":"Running"}}
+]})";
+
+TEST(MetricsTest, MirrorGaugesCountUnitsProjectsAndPodSources) {
+  ExtenderMetrics metrics;
+  const Catalog& catalog = Catalog::BuiltIn();
+  Mirror mirror(std::make_shared<Catalog>(catalog), MirrorOptions{});
+  absl::StatusOr<ObjectBatch> batch = DecodeObjects(kMirrorList);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  mirror.Write([&](ClusterState& s) { s.ApplyBatch(*batch); });
+  const std::string shared = "nvidia.com/mig-1g.5gb.shared";
+  Assignment a;
+  a.node = "ts";
+  a.offering = catalog.Find(shared)->id;
+  a.units = {0};
+  ASSERT_TRUE(mirror.Write([&](ClusterState& s) {
+                      return s.Reserve(PodClaim{"team-a/d", "ud", "team-a", "team-a"}, a);
+                    }).ok());
+
+  MirrorMetrics mirror_metrics(metrics.registry(), &mirror);
+  mirror_metrics.SetSynced(true);
+  mirror_metrics.SetLeader(false);
+  const AuditReport audit = mirror_metrics.Refresh();
+  EXPECT_EQ(audit.oversubscribed_units, 0);
+  std::string text = metrics.Serialize();
+
+  // Slice 0: 3 of 4 tickets (partial); slice 1: charged whole (full).
+  EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", shared}, {"state", "partial"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", shared}, {"state", "full"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", shared}, {"state", "free"}}), 0);
+  EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", shared}, {"state", "draining"}}), 0);
+  EXPECT_EQ(Sample(text, "gse_inventory_slots", {{"offering", shared}}), 8);
+  EXPECT_EQ(Sample(text, "gse_inventory_slots_used", {{"offering", shared}}), 7);
+  // Offerings no node has still answer with 0.
+  EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", "nvidia.com/gpu"}, {"state", "free"}}), 0);
+  // Quota 8 tickets = 2 slices; team-a owns one slice, team-b (no quota: unlimited) one.
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-a"}, {"offering", shared}}), 1);
+  EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-a"}, {"offering", shared}}), 2);
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-b"}, {"offering", shared}}), 1);
+  EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-b"}, {"offering", shared}}), -1);
+  EXPECT_EQ(Sample(text, "gse_mirror_pods", {{"source", "confirmed"}}), 2);
+  EXPECT_EQ(Sample(text, "gse_mirror_pods", {{"source", "reserved"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_mirror_pods", {{"source", "charged"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_mirror_nodes", {}), 1);
+  EXPECT_EQ(Sample(text, "gse_mirror_synced", {}), 1);
+  EXPECT_EQ(Sample(text, "gse_leader", {}), 0);
+  EXPECT_EQ(Sample(text, "gse_audit_oversubscribed_units", {}), 0);
+  EXPECT_EQ(Sample(text, "gse_audit_runs_total", {}), 1);
+  EXPECT_GE(Sample(text, "gse_audit_duration_seconds", {}), 0);
+
+  // The other scheduler's pod ends and team-a's quota is dropped: no stale series remain.
+  mirror.Write([&](ClusterState& s) {
+    s.RemovePod("team-b/c");
+    s.RemoveQuota("team-a", "gpu");
+  });
+  mirror_metrics.Refresh();
+  text = metrics.Serialize();
+  EXPECT_EQ(Sample(text, "gse_mirror_pods", {{"source", "charged"}}), 0);
+  EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", shared}, {"state", "free"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-b"}, {"offering", shared}}), -1);
+  EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-a"}, {"offering", shared}}), -1);
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-a"}, {"offering", shared}}), 1);
+  EXPECT_EQ(Sample(text, "gse_audit_runs_total", {}), 2);
 }
 
 }  // namespace

@@ -209,7 +209,15 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   };
   ASSERT_TRUE(reserve("ns0", "inflight", Assignment{"n0", gpu, {0}, 1}).ok());
   ASSERT_TRUE(reserve("ns0", "confirmed", Assignment{"n0", gpu, {1}, 1}).ok());
-  ASSERT_TRUE(mirror.Confirm("ns0/confirmed").ok());
+  // Bound by us long ago: a list that does not show it means the pod was deleted.
+  ASSERT_TRUE(mirror
+                  .Write([](ClusterState& s) {
+                    return s.Confirm("ns0/confirmed", absl::Now() - absl::Minutes(10));
+                  })
+                  .ok());
+  // Bound by us just now: the pod may have been created after the list was taken.
+  ASSERT_TRUE(reserve("ns3", "recent", Assignment{"n0", gpu, {2}, 1}).ok());
+  ASSERT_TRUE(mirror.Confirm("ns3/recent").ok());
   ASSERT_TRUE(reserve("ns1", "bound", Assignment{"n1", ts, {1}, 1}).ok());
   EXPECT_FALSE(reserve("ns2", "lost", Assignment{"n1", ts, {1}, 1}).ok()) << "p1 owns that slice";
   ASSERT_TRUE(reserve("ns2", "other", Assignment{"n1", ts, {0}, 1}).ok());
@@ -236,7 +244,10 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
     EXPECT_EQ(s.FindPod("ns0/inflight")->source, HoldingSource::kReserved);
     EXPECT_EQ(s.FindPod("ns0/inflight")->uid, "inflight-uid");
     EXPECT_EQ(s.project(s.FindPod("ns0/inflight")->project).name, "p0");
-    EXPECT_EQ(s.FindPod("ns0/confirmed"), nullptr) << "the list is the truth for confirmed pods";
+    EXPECT_EQ(s.FindPod("ns0/confirmed"), nullptr) << "the list is the truth for older pods";
+    ASSERT_NE(s.FindPod("ns3/recent"), nullptr) << "a recent bind the list cannot show yet stays";
+    EXPECT_EQ(s.FindPod("ns3/recent")->source, HoldingSource::kConfirmed);
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[2].Free(), 0) << "its unit is not handed out";
     ASSERT_NE(s.FindPod("ns1/bound"), nullptr);
     EXPECT_EQ(s.FindPod("ns1/bound")->source, HoldingSource::kConfirmed) << "list wins over reservation";
     EXPECT_EQ(s.FindNode("n1")->Find(ts)->units[1].holders.size(), 1u) << "not counted twice";
@@ -273,6 +284,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   });
 
   // A reservation that no longer fits after the relist is dropped, not forced in.
+  ASSERT_TRUE(mirror.Release("ns3/recent"));
   ASSERT_TRUE(reserve("ns3", "gone", Assignment{"n0", gpu, {2}, 1}).ok());
   ObjectBatch smaller = Cluster();
   smaller.nodes[0].allocatable_milli[kGpu] = 2000;  // n0 lost GPU 2

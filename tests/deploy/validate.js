@@ -1,6 +1,6 @@
 // Offline checks of gpu-slice-extender's deployment files; run by tests/deploy_manifests_test.sh.
 //
-//   node tests/deploy/validate.js --repo REPO_ROOT --rendered DIR
+//   node tests/deploy/validate.js --repo REPO_ROOT --rendered DIR [--renders DIR]
 //
 // DIR holds `kubectl kustomize` output, one file per variant: base.yaml and <overlay>.yaml for
 // every deploy/overlays/<overlay>. Checks, each printed as one line "PASS: ..." / "FAIL: ..." /
@@ -14,7 +14,10 @@
 //   * security context, probes, resources, replicas and strategy, anti-affinity, PDB per variant;
 //   * RBAC: the rendered ClusterRole/Role grant exactly the rows of deploy/RBAC.md;
 //   * scheduler-config/*.yaml: kube-scheduler's validation rules for extenders, strict field
-//     names, and managedResources == every name and alias of deploy/base/catalog.yaml.
+//     names, and managedResources == every name and alias of deploy/base/catalog.yaml;
+//   * with --renders DIR (device-classes.yaml, resource-quotas.yaml from `gpu-slice-extender
+//     catalog render`): the DRA DeviceClasses and the ResourceQuota through the same schema and
+//     excess-property checks, and their names, selectors and keys against the catalog.
 // Exit status 0 when no check failed.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -23,7 +26,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import YAML from "yaml";
 
-import { ConfigMap, Namespace, Service, ServiceAccount } from "kubernetes-models/v1";
+import { ConfigMap, Namespace, ResourceQuota, Service, ServiceAccount } from "kubernetes-models/v1";
+import { DeviceClass } from "kubernetes-models/resource.k8s.io/v1";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
@@ -54,8 +58,8 @@ const json = (v) => JSON.stringify(v);
 function parseArgs(argv) {
   const out = {};
   for (let i = 0; i < argv.length; i++) {
-    const m = /^--(repo|rendered)$/.exec(argv[i]);
-    if (!m || i + 1 >= argv.length) throw new Error(`usage: validate.js --repo DIR --rendered DIR (bad argument ${json(argv[i])})`);
+    const m = /^--(repo|rendered|renders)$/.exec(argv[i]);
+    if (!m || i + 1 >= argv.length) throw new Error(`usage: validate.js --repo DIR --rendered DIR [--renders DIR] (bad argument ${json(argv[i])})`);
     out[m[1]] = argv[++i];
   }
   if (!out.repo || !out.rendered) throw new Error("usage: validate.js --repo DIR --rendered DIR");
@@ -91,6 +95,9 @@ const MODELS = {
   "v1/ServiceAccount": [ServiceAccount, "kubernetes-models/v1/ServiceAccount", "IServiceAccount"],
   "v1/ConfigMap": [ConfigMap, "kubernetes-models/v1/ConfigMap", "IConfigMap"],
   "v1/Service": [Service, "kubernetes-models/v1/Service", "IService"],
+  "v1/ResourceQuota": [ResourceQuota, "kubernetes-models/v1/ResourceQuota", "IResourceQuota"],
+  // `catalog render --what=device-classes` (DRA; extendedResourceName is in resource.k8s.io/v1).
+  "resource.k8s.io/v1/DeviceClass": [DeviceClass, "kubernetes-models/resource.k8s.io/v1/DeviceClass", "IDeviceClass"],
   "apps/v1/Deployment": [Deployment, "kubernetes-models/apps/v1/Deployment", "IDeployment"],
   "policy/v1/PodDisruptionBudget": [PodDisruptionBudget, "kubernetes-models/policy/v1/PodDisruptionBudget", "IPodDisruptionBudget"],
   "rbac.authorization.k8s.io/v1/ClusterRole": [ClusterRole, "kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole", "IClusterRole"],
@@ -101,7 +108,7 @@ const MODELS = {
   "monitoring.coreos.com/v1/ServiceMonitor": [ServiceMonitor, "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor", "IServiceMonitor"],
   "monitoring.coreos.com/v1/PrometheusRule": [PrometheusRule, "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule", "IPrometheusRule"],
 };
-const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding"]);
+const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass"]);
 const gvk = (o) => `${o.apiVersion}/${o.kind}`;
 const ident = (o) => `${o.kind}/${o.metadata && o.metadata.name}`;
 
@@ -360,11 +367,19 @@ function structureChecks(variant, traits, objs, catalogText) {
       `no ${traits.ha ? "required" : "preferred"} hostname term selecting these pods: ${json(aa)}`);
     if (!traits.ha) expect(req.length === 0, "required anti-affinity in a non-HA variant");
   });
-  check(`${v}: PodDisruptionBudget (${traits.ha ? "minAvailable 1" : "maxUnavailable 1"})`, () => {
+  // A PDB counts Ready pods. With leader election only the leader is Ready, so any budget that
+  // protects something (minAvailable 1, maxUnavailable 1 of 2 replicas) allows 0 disruptions and
+  // a drain of the leader's node never finishes: HA has none (deploy/README.md). One replica
+  // with maxUnavailable 1 allows 1 eviction.
+  check(`${v}: PodDisruptionBudget (${traits.ha ? "none: only the leader is Ready" : "maxUnavailable 1"})`, () => {
+    const pdbs = objs.filter((o) => o.kind === "PodDisruptionBudget");
+    if (traits.ha) {
+      expect(pdbs.length === 0, `${pdbs.map(ident).join(", ")} would block evicting the leader (disruptionsAllowed 0)`);
+      return;
+    }
     const pdb = one(objs, "PodDisruptionBudget", APP);
     expect(labelsMatch(pdb.spec.selector.matchLabels, podLabels), `selector ${json(pdb.spec.selector)}`);
-    if (traits.ha) expect(pdb.spec.minAvailable === 1 && pdb.spec.maxUnavailable === undefined, json(pdb.spec));
-    else expect(pdb.spec.maxUnavailable === 1 && pdb.spec.minAvailable === undefined, json(pdb.spec));
+    expect(pdb.spec.maxUnavailable === 1 && pdb.spec.minAvailable === undefined, json(pdb.spec));
   });
   check(`${v}: leader election ${traits.ha ? "on, with a Lease the Role grants" : "off"}`, () => {
     const le = argValue(args, "--leader-elect");
@@ -670,10 +685,68 @@ function schedulerConfigChecks(repo, base, catalog) {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// What `gpu-slice-extender catalog render` made of the catalog (DeviceClasses, ResourceQuota).
+
+function catalogRenderChecks(catalog, deviceClasses, quotas) {
+  const offerings = catalog.offerings || [];
+  check("catalog render: one DeviceClass per offering with a deviceClass, named after it, publishing its resource", () => {
+    const want = offerings.filter((o) => o.deviceClass).map((o) => `${o.deviceClass} -> ${o.resource}`).sort();
+    const got = deviceClasses.map((d) => `${d.metadata && d.metadata.name} -> ${d.spec && d.spec.extendedResourceName}`).sort();
+    const missing = want.filter((x) => !got.includes(x));
+    const extra = got.filter((x) => !want.includes(x));
+    expect(!missing.length && !extra.length, `missing ${json(missing)} extra ${json(extra)}`);
+  });
+  for (const d of deviceClasses) {
+    const name = d.metadata && d.metadata.name;
+    check(`catalog render: DeviceClass/${name} structure (cluster-scoped, valid names, one CEL selector on gpu.nvidia.com)`, () => {
+      expect(d.apiVersion === "resource.k8s.io/v1" && d.kind === "DeviceClass", `${d.apiVersion}/${d.kind}`);
+      expect(Object.keys(d).sort().join() === "apiVersion,kind,metadata,spec", `top-level fields ${Object.keys(d)}`);
+      expect(d.metadata.namespace === undefined, "a DeviceClass is cluster-scoped: no metadata.namespace");
+      expect(typeof name === "string" && name.length <= 253 && DNS1123_SUBDOMAIN.test(name), `metadata.name ${json(name)} is not a DNS subdomain`);
+      const err = extendedResourceNameError(String(d.spec.extendedResourceName));
+      expect(!err, `spec.extendedResourceName ${json(d.spec.extendedResourceName)}: ${err}`);
+      const sel = d.spec.selectors || [];
+      expect(sel.length === 1 && sel[0].cel && typeof sel[0].cel.expression === "string", `selectors ${json(sel)}`);
+      const expr = sel[0].cel.expression;
+      // resource.k8s.io's limit on a CEL selector (CELSelectorExpressionMaxLength).
+      expect(expr.length <= 10 * 1024, `expression of ${expr.length} characters`);
+      const o = offerings.find((x) => x.deviceClass === name);
+      expect(o, "no offering has this deviceClass");
+      expect(expr.startsWith("device.driver == 'gpu.nvidia.com' && "), `expression does not select the NVIDIA DRA driver: ${expr}`);
+      const type = o.unit === "mig" ? "mig" : "gpu";
+      expect(expr.includes(`device.attributes['gpu.nvidia.com'].type == '${type}'`), `expression does not select type ${type}: ${expr}`);
+      if (o.unit === "mig") expect(expr.includes(`.profile == '${o.migProfile}'`), `expression does not select profile ${o.migProfile}: ${expr}`);
+      if (o.product) {
+        // The NVML name in DRA has spaces where the GFD label has '-': both must match.
+        const m = /\.productName\.matches\('([^']*)'\)/.exec(expr);
+        expect(m, `no productName match for product ${o.product}: ${expr}`);
+        const re = new RegExp(m[1]);
+        const nvml = o.product.replace("-", " ");
+        for (const p of [`${o.product}-SXM4-40GB`, `${nvml}-SXM4-40GB`]) expect(re.test(p), `${m[1]} does not match ${json(p)}`);
+        expect(!re.test(`X${o.product}`), `${m[1]} is not anchored`);
+      } else {
+        expect(!expr.includes("productName"), `productName in an offering without product: ${expr}`);
+      }
+    });
+  }
+  check("catalog render: ResourceQuota gpu-quota lists every quota key of the catalog at \"0\"", () => {
+    expect(quotas.length === 1, `${quotas.length} objects`);
+    const q = quotas[0];
+    expect(q.kind === "ResourceQuota" && q.metadata.name === "gpu-quota" && q.metadata.namespace === undefined, `${ident(q)} in ${q.metadata.namespace}`);
+    const want = [...new Set(offerings.map((o) => o.quotaKey || `requests.${o.resource}`))].sort();
+    const got = Object.keys(q.spec.hard || {}).sort();
+    expect(json(want) === json(got), `keys ${json(got)}, want ${json(want)}`);
+    const nonZero = Object.entries(q.spec.hard).filter(([, v]) => v !== "0");
+    expect(!nonZero.length, `a template grants nothing: ${json(nonZero)}`);
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 function main() {
-  const { repo, rendered } = parseArgs(process.argv.slice(2));
+  const { repo, rendered, renders } = parseArgs(process.argv.slice(2));
   REPO = repo;
   const catalogText = fs.readFileSync(path.join(repo, "deploy/base/catalog.yaml"), "utf8");
   let catalog;
@@ -710,11 +783,24 @@ function main() {
     schemaChecks(v, objs);
     structureChecks(v, traits, objs, catalogText);
   }
+  let deviceClasses, quotas;
+  if (renders) {
+    check("catalog render: device-classes.yaml and resource-quotas.yaml parse", () => {
+      deviceClasses = parseYamlDocs(fs.readFileSync(path.join(renders, "device-classes.yaml"), "utf8"), "device-classes.yaml");
+      quotas = parseYamlDocs(fs.readFileSync(path.join(renders, "resource-quotas.yaml"), "utf8"), "resource-quotas.yaml");
+      expect(deviceClasses.length > 0, "no DeviceClass");
+    });
+    if (deviceClasses && quotas) {
+      schemaChecks("catalog render", [...deviceClasses, ...quotas]);
+      all.push(["catalog render", [...deviceClasses, ...quotas]]);
+    }
+  }
   strictFieldChecks(all);
+  if (deviceClasses && quotas && catalog) catalogRenderChecks(catalog, deviceClasses, quotas);
 
   let documented;
   check("deploy/RBAC.md table parses", () => { documented = documentedRbac(repo); });
-  if (documented) for (const [v, objs] of all) rbacChecks(v, VARIANTS[v], objs, documented);
+  if (documented) for (const [v, objs] of all) if (VARIANTS[v]) rbacChecks(v, VARIANTS[v], objs, documented);
 
   const base = all.find(([v]) => v === "base");
   if (base && catalog) schedulerConfigChecks(repo, base[1], catalog);

@@ -1,0 +1,69 @@
+// ApiBinder: the live-cluster Binder. Binds a pod by POSTing a v1.Binding to the pod's
+// `binding` subresource; the Binding's metadata carries the unit assignment annotations
+// (the API server stores them on the pod in the same write as spec.nodeName) and the pod UID
+// as a precondition (a recreated pod with the same name is never bound by mistake).
+//
+// Contract:
+//  * OK means the pod is bound to the node with our annotations in the API server.
+//  * An error (absl::Status carrying the API's reason and message, see KubeErrorOf) means the
+//    pod is not bound by this call as far as we could find out; the service then releases
+//    the reservation.
+//  * Within `deadline` (below kube-scheduler's 5 s extender timeout), transport errors, 5xx
+//    and 429 are retried. Because a lost answer may hide a committed bind, a retry that meets
+//    409 "already assigned", or a deadline after an ambiguous failure, reads the pod back: if
+//    it is bound to this node with exactly our annotations, the bind succeeded. (If a commit
+//    still lands after we gave up, the watch brings the bound pod and the mirror records it,
+//    since the API server is the truth.)
+//  * Thread-safe.
+#ifndef GSE_EXTENDER_API_BINDER_H_
+#define GSE_EXTENDER_API_BINDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "extender/extender_service.h"
+#include "state/kube_client.h"
+
+namespace gse {
+
+struct ApiBinderOptions {
+  absl::Duration deadline = absl::Seconds(4);         // whole Bind, retries included
+  absl::Duration attempt_timeout = absl::Seconds(2);  // one POST
+  absl::Duration retry_backoff = absl::Milliseconds(100);
+};
+
+class ApiBinder : public Binder {
+ public:
+  explicit ApiBinder(KubeClient* client, ApiBinderOptions options = {});
+
+  absl::Status Bind(const BindTarget& target,
+                    const std::map<std::string, std::string>& annotations) override;
+
+  // The v1.Binding body for `target` (exposed for tests).
+  static std::string BindingBody(const BindTarget& target,
+                                 const std::map<std::string, std::string>& annotations);
+
+  // Counters (metrics, tests).
+  int64_t attempts() const { return attempts_.load(); }
+  // Binds that answered ambiguously but were found committed by reading the pod back.
+  int64_t confirmed_by_read() const { return confirmed_by_read_.load(); }
+
+ private:
+  // True when the pod is bound to target.node with `annotations` (and target's UID).
+  bool BoundAsRequested(const BindTarget& target,
+                        const std::map<std::string, std::string>& annotations,
+                        absl::Duration timeout);
+
+  KubeClient* const client_;
+  const ApiBinderOptions options_;
+  std::atomic<int64_t> attempts_{0};
+  std::atomic<int64_t> confirmed_by_read_{0};
+};
+
+}  // namespace gse
+
+#endif  // GSE_EXTENDER_API_BINDER_H_

@@ -1,0 +1,309 @@
+// LeaderElector: see leader_election.h. Wire format: shared/protocol/kube-api-1.26/lease-*.json.
+#include "extender/leader_election.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+
+namespace gse {
+namespace {
+
+std::string Str(const rapidjson::Value& obj, const char* key) {
+  if (!obj.IsObject()) return "";
+  auto it = obj.FindMember(key);
+  return it != obj.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+}
+
+int64_t Int(const rapidjson::Value& obj, const char* key) {
+  if (!obj.IsObject()) return 0;
+  auto it = obj.FindMember(key);
+  return it != obj.MemberEnd() && it->value.IsInt64() ? it->value.GetInt64() : 0;
+}
+
+std::string Serialize(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  return buf.GetString();
+}
+
+int64_t LeaseSeconds(absl::Duration d) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d))));
+}
+
+}  // namespace
+
+std::string FormatMicroTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
+}
+
+std::string DefaultIdentity() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "unknown-host");
+  }
+  std::random_device random;
+  return absl::StrFormat("%s_%08x%08x", host, random(), random());
+}
+
+absl::Status ValidateLeaderElectionOptions(const LeaderElectionOptions& o) {
+  if (o.lease_name.empty()) {
+    return absl::InvalidArgumentError("--leader-elect-resource-name: must not be empty");
+  }
+  if (o.lease_namespace.empty()) {
+    return absl::InvalidArgumentError("--leader-elect-resource-namespace: must not be empty");
+  }
+  if (o.retry_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--leader-elect-retry-period: must be positive");
+  }
+  if (o.renew_deadline <= o.retry_period) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--leader-elect-renew-deadline (", absl::FormatDuration(o.renew_deadline),
+        ") must be greater than --leader-elect-retry-period (",
+        absl::FormatDuration(o.retry_period), ")"));
+  }
+  if (o.lease_duration <= o.renew_deadline) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--leader-elect-lease-duration (", absl::FormatDuration(o.lease_duration),
+        ") must be greater than --leader-elect-renew-deadline (",
+        absl::FormatDuration(o.renew_deadline), ")"));
+  }
+  return absl::OkStatus();
+}
+
+LeaderElector::LeaderElector(KubeClient* client, LeaderElectionOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      identity_(options_.identity.empty() ? DefaultIdentity() : options_.identity) {}
+
+LeaderElector::~LeaderElector() { Stop(); }
+
+void LeaderElector::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void LeaderElector::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool LeaderElector::IsLeader() const {
+  absl::MutexLock lock(&mu_);
+  return leading_;
+}
+
+int64_t LeaderElector::acquisitions() const {
+  absl::MutexLock lock(&mu_);
+  return acquisitions_;
+}
+
+void LeaderElector::Log(const std::string& event, const std::string& detail) const {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  std::string ts = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  w.Key("ts");
+  w.String(ts.c_str());
+  w.Key("component");
+  w.String("leader_election");
+  w.Key("event");
+  w.String(event.c_str());
+  w.Key("identity");
+  w.String(identity_.c_str());
+  w.Key("lease");
+  std::string lease = absl::StrCat(options_.lease_namespace, "/", options_.lease_name);
+  w.String(lease.c_str());
+  if (!detail.empty()) {
+    w.Key("detail");
+    w.String(detail.c_str());
+  }
+  w.EndObject();
+  if (options_.log) {
+    options_.log(buf.GetString());
+  } else {
+    std::fprintf(stderr, "%s\n", buf.GetString());
+  }
+}
+
+std::string LeaderElector::LeasePath(bool collection) const {
+  std::string base = absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
+                                  options_.lease_namespace, "/leases");
+  return collection ? base : absl::StrCat(base, "/", options_.lease_name);
+}
+
+absl::Duration LeaderElector::CallTimeout() const {
+  // Short enough that a hung call cannot keep a leader from noticing its renew deadline.
+  return std::max(absl::Milliseconds(100),
+                  std::min(options_.retry_period, options_.renew_deadline / 2));
+}
+
+void LeaderElector::SetLeading(bool leading) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (leading_ == leading) return;
+    leading_ = leading;
+    if (leading) ++acquisitions_;
+  }
+  Log(leading ? "became_leader" : "stopped_leading", "");
+  if (options_.on_change) options_.on_change(leading);
+}
+
+LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
+  const absl::Time now = absl::Now();
+  const std::string now_text = FormatMicroTime(now);
+  absl::StatusOr<std::string> got = client_->GetWithTimeout(LeasePath(false), CallTimeout());
+  if (!got.ok()) {
+    if (KubeErrorOf(got.status()).http_code != 404) {
+      Log("lease_get_failed", std::string(got.status().message()));
+      return Outcome::kFailed;
+    }
+    std::string body = absl::StrFormat(
+        R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"%s","namespace":"%s"},)"
+        R"("spec":{"holderIdentity":"%s","leaseDurationSeconds":%d,"acquireTime":"%s","renewTime":"%s","leaseTransitions":0}})",
+        options_.lease_name, options_.lease_namespace, identity_,
+        LeaseSeconds(options_.lease_duration), now_text, now_text);
+    absl::StatusOr<std::string> created = client_->PostWithTimeout(LeasePath(true), body, CallTimeout());
+    if (!created.ok()) {
+      Log("lease_create_failed", std::string(created.status().message()));
+      return Outcome::kFailed;
+    }
+    observed_record_.clear();
+    return Outcome::kHeld;
+  }
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(got->data(), got->size());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("metadata")) {
+    Log("lease_get_failed", "not a Lease object");
+    return Outcome::kFailed;
+  }
+  if (!doc.HasMember("spec") || !doc["spec"].IsObject()) {
+    doc.AddMember("spec", rapidjson::Value(rapidjson::kObjectType), doc.GetAllocator());
+  }
+  rapidjson::Value& spec = doc["spec"];
+  const std::string holder = Str(spec, "holderIdentity");
+  const std::string renew = Str(spec, "renewTime");
+  int64_t duration_s = Int(spec, "leaseDurationSeconds");
+  const std::string record = absl::StrCat(holder, "|", renew, "|", duration_s, "|",
+                                          Str(doc["metadata"], "resourceVersion"));
+  if (record != observed_record_) {
+    observed_record_ = record;
+    observed_at_ = now;
+  }
+  absl::Duration duration = duration_s > 0 ? absl::Seconds(duration_s) : options_.lease_duration;
+  if (!holder.empty() && holder != identity_ && now < observed_at_ + duration) {
+    return Outcome::kHeldByOther;
+  }
+  auto& alloc = doc.GetAllocator();
+  auto set = [&](const char* key, rapidjson::Value v) {
+    if (spec.HasMember(key)) {
+      spec[key] = v;
+    } else {
+      spec.AddMember(rapidjson::Value(key, alloc), v, alloc);
+    }
+  };
+  int64_t transitions = Int(spec, "leaseTransitions");
+  if (holder != identity_) {
+    set("acquireTime", rapidjson::Value(now_text.c_str(), alloc));
+    // As client-go: every change of holder (a released lease included) is a transition.
+    set("leaseTransitions", rapidjson::Value(transitions + 1));
+  }
+  set("holderIdentity", rapidjson::Value(identity_.c_str(), alloc));
+  set("leaseDurationSeconds", rapidjson::Value(LeaseSeconds(options_.lease_duration)));
+  set("renewTime", rapidjson::Value(now_text.c_str(), alloc));
+  // metadata.resourceVersion stays as read: the update is conditional on it (409 otherwise).
+  absl::StatusOr<std::string> put = client_->PutWithTimeout(LeasePath(false), Serialize(doc), CallTimeout());
+  if (!put.ok()) {
+    if (KubeErrorOf(put.status()).http_code != 409 || leading) {
+      Log(leading ? "lease_renew_failed" : "lease_acquire_failed", std::string(put.status().message()));
+    }
+    return Outcome::kFailed;
+  }
+  return Outcome::kHeld;
+}
+
+void LeaderElector::Release() {
+  absl::StatusOr<std::string> got = client_->GetWithTimeout(LeasePath(false), CallTimeout());
+  if (!got.ok()) return;
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(got->data(), got->size());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("spec") || !doc["spec"].IsObject()) return;
+  rapidjson::Value& spec = doc["spec"];
+  if (Str(spec, "holderIdentity") != identity_) return;
+  auto& alloc = doc.GetAllocator();
+  spec["holderIdentity"] = rapidjson::Value("", alloc);
+  std::string now_text = FormatMicroTime(absl::Now());
+  if (spec.HasMember("renewTime")) spec["renewTime"] = rapidjson::Value(now_text.c_str(), alloc);
+  if (spec.HasMember("leaseDurationSeconds")) spec["leaseDurationSeconds"] = 1;
+  absl::StatusOr<std::string> put = client_->PutWithTimeout(LeasePath(false), Serialize(doc), CallTimeout());
+  Log(put.ok() ? "released" : "release_failed", put.ok() ? "" : std::string(put.status().message()));
+}
+
+void LeaderElector::Run() {
+  // Not absl's BitGen: it seeds from a pool inside Debian's uninstrumented Abseil, which
+  // ThreadSanitizer reports as a race when two electors start at once.
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(1.0, 1.2);
+  absl::Time last_renew = absl::InfinitePast();
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    bool leading = IsLeader();
+    if (leading && absl::Now() - last_renew >= options_.renew_deadline) {
+      SetLeading(false);  // renewals kept failing: step down before the lease can expire
+      leading = false;
+    }
+    Outcome outcome = TryAcquireOrRenew(leading);
+    absl::Time now = absl::Now();
+    if (outcome == Outcome::kHeld) {
+      last_renew = now;
+      SetLeading(true);
+    } else if (leading) {
+      if (outcome == Outcome::kHeldByOther) {
+        SetLeading(false);  // someone else holds it: stop deciding at once
+      } else if (now - last_renew >= options_.renew_deadline) {
+        SetLeading(false);
+      }
+    }
+    // client-go jitters acquisition attempts (factor 1.2); renewals run on the period.
+    absl::Duration wait = IsLeader() ? options_.retry_period
+                                     : options_.retry_period * jitter(rng);
+    if (IsLeader()) {
+      // Wake in time to step down exactly at the renew deadline if renewals keep failing.
+      wait = std::min(wait, std::max(absl::Milliseconds(1),
+                                     last_renew + options_.renew_deadline - absl::Now()));
+    }
+    // Sleep in short steps so Stop() is prompt (timed absl waits are not visible to TSan with
+    // Debian's uninstrumented Abseil, see cmake/tsan_absl_sync.cc).
+    for (absl::Time until = absl::Now() + wait; absl::Now() < until;) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) break;
+      }
+      absl::SleepFor(std::min(absl::Milliseconds(5), until - absl::Now()));
+    }
+  }
+  if (IsLeader()) {
+    if (options_.release_on_stop) Release();
+    SetLeading(false);
+  }
+}
+
+}  // namespace gse

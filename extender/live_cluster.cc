@@ -1,0 +1,233 @@
+// LiveCluster and its flags: see live_cluster.h.
+#include "extender/live_cluster.h"
+
+#include <cstdio>
+#include <utility>
+
+// absl's flag storage reads through a seqlock whose std::atomic_thread_fence GCC rejects in
+// ThreadSanitizer builds (-Wtsan: TSan does not model fences); flags are read at start-up only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#include "absl/flags/flag.h"
+#pragma GCC diagnostic pop
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, kubeconfig, "",
+          "kubeconfig file: run against that cluster's API server (list/watch nodes, pods, "
+          "namespaces, resourcequotas; bind through the API)");
+ABSL_FLAG(std::string, kube_context, "",
+          "context of --kubeconfig to use; empty = its current-context");
+ABSL_FLAG(std::string, in_cluster, "auto",
+          "use the pod's service account (KUBERNETES_SERVICE_HOST/PORT, token, CA): true, "
+          "false, or auto = when KUBERNETES_SERVICE_HOST is set and --kubeconfig is not");
+ABSL_FLAG(double, api_qps, 50, "API server writes (binds, lease updates) per second, sustained");
+ABSL_FLAG(int32_t, api_burst, 100, "API server writes allowed in a burst above --api-qps");
+ABSL_FLAG(absl::Duration, api_timeout, absl::Seconds(10),
+          "timeout of each API server call (connect, read, write)");
+ABSL_FLAG(absl::Duration, bind_timeout, absl::Seconds(4),
+          "time one bind may take against the API server, retries included; keep it below "
+          "kube-scheduler's extender httpTimeout (default 5s)");
+ABSL_FLAG(absl::Duration, resync_period, absl::Minutes(10),
+          "full relist that compares the mirror with the API server and repairs drift (each "
+          "repair is logged); 0 disables it");
+ABSL_FLAG(absl::Duration, watch_timeout, absl::Minutes(5),
+          "server-side duration of one watch request (timeoutSeconds; jittered up to 2x)");
+ABSL_FLAG(bool, leader_elect, false,
+          "elect a leader among replicas with a coordination.k8s.io/v1 Lease; only the leader "
+          "is ready and decides, followers keep their mirror warm");
+ABSL_FLAG(absl::Duration, leader_elect_lease_duration, absl::Seconds(15),
+          "how long followers wait after the last renewal before taking over");
+ABSL_FLAG(absl::Duration, leader_elect_renew_deadline, absl::Seconds(10),
+          "how long the leader keeps trying to renew before it stops leading");
+ABSL_FLAG(absl::Duration, leader_elect_retry_period, absl::Seconds(2),
+          "interval between attempts to acquire or renew the lease");
+ABSL_FLAG(std::string, leader_elect_resource_name, "gpu-slice-extender", "name of the Lease");
+ABSL_FLAG(std::string, leader_elect_resource_namespace, "gpu-slice-extender",
+          "namespace of the Lease");
+
+namespace gse {
+
+const char* const kLiveClusterFlags[] = {"kubeconfig",
+                                         "kube_context",
+                                         "in_cluster",
+                                         "api_qps",
+                                         "api_burst",
+                                         "api_timeout",
+                                         "bind_timeout",
+                                         "resync_period",
+                                         "watch_timeout",
+                                         "leader_elect",
+                                         "leader_elect_lease_duration",
+                                         "leader_elect_renew_deadline",
+                                         "leader_elect_retry_period",
+                                         "leader_elect_resource_name",
+                                         "leader_elect_resource_namespace"};
+const int kLiveClusterFlagCount =
+    static_cast<int>(sizeof(kLiveClusterFlags) / sizeof(kLiveClusterFlags[0]));
+
+bool LiveClusterRequested() {
+  if (!absl::GetFlag(FLAGS_kubeconfig).empty()) return true;
+  const std::string in_cluster = absl::GetFlag(FLAGS_in_cluster);
+  if (in_cluster == "true") return true;
+  return in_cluster == "auto" && InClusterEnvironment();
+}
+
+absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
+  LiveClusterOptions o;
+  o.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+  o.context = absl::GetFlag(FLAGS_kube_context);
+  const std::string in_cluster = absl::GetFlag(FLAGS_in_cluster);
+  if (in_cluster != "auto" && in_cluster != "true" && in_cluster != "false") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--in-cluster=\"", in_cluster, "\": want auto, true or false"));
+  }
+  if (in_cluster == "true" && !o.kubeconfig.empty()) {
+    return absl::InvalidArgumentError("--in-cluster=true and --kubeconfig exclude each other");
+  }
+  o.in_cluster = o.kubeconfig.empty() && (in_cluster == "true" ||
+                                          (in_cluster == "auto" && InClusterEnvironment()));
+  if (!o.context.empty() && o.kubeconfig.empty()) {
+    return absl::InvalidArgumentError("--kube-context needs --kubeconfig");
+  }
+  const double qps = absl::GetFlag(FLAGS_api_qps);
+  if (!(qps > 0) || qps > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--api-qps=", qps, ": want more than 0, at most 100000"));
+  }
+  const int32_t burst = absl::GetFlag(FLAGS_api_burst);
+  if (burst < 1 || burst > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--api-burst=", burst, ": want 1-100000"));
+  }
+  o.client.write_qps = qps;
+  o.client.write_burst = burst;
+  const std::pair<const char*, absl::Duration> positive[] = {
+      {"--api-timeout", absl::GetFlag(FLAGS_api_timeout)},
+      {"--bind-timeout", absl::GetFlag(FLAGS_bind_timeout)},
+      {"--watch-timeout", absl::GetFlag(FLAGS_watch_timeout)}};
+  for (const auto& [flag, d] : positive) {
+    if (d <= absl::ZeroDuration() || d > absl::Hours(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, "=", absl::FormatDuration(d),
+                                                     ": want more than 0s and at most 1h"));
+    }
+  }
+  o.client.request_timeout = absl::GetFlag(FLAGS_api_timeout);
+  o.client.connect_timeout = std::min(absl::Seconds(5), o.client.request_timeout);
+  o.binder.deadline = absl::GetFlag(FLAGS_bind_timeout);
+  o.binder.attempt_timeout = std::min(o.binder.deadline, absl::Seconds(2));
+  const absl::Duration resync = absl::GetFlag(FLAGS_resync_period);
+  if (resync < absl::ZeroDuration() || (resync > absl::ZeroDuration() && resync < absl::Seconds(1))) {
+    return absl::InvalidArgumentError(absl::StrCat("--resync-period=", absl::FormatDuration(resync),
+                                                   ": want 0 (off) or at least 1s"));
+  }
+  o.reflector.resync_period = resync;
+  o.reflector.watch_timeout = absl::GetFlag(FLAGS_watch_timeout);
+  o.leader_elect = absl::GetFlag(FLAGS_leader_elect);
+  o.election.lease_duration = absl::GetFlag(FLAGS_leader_elect_lease_duration);
+  o.election.renew_deadline = absl::GetFlag(FLAGS_leader_elect_renew_deadline);
+  o.election.retry_period = absl::GetFlag(FLAGS_leader_elect_retry_period);
+  o.election.lease_name = absl::GetFlag(FLAGS_leader_elect_resource_name);
+  o.election.lease_namespace = absl::GetFlag(FLAGS_leader_elect_resource_namespace);
+  if (o.leader_elect) {
+    if (absl::Status s = ValidateLeaderElectionOptions(o.election); !s.ok()) return s;
+  }
+  if (o.kubeconfig.empty() && !o.in_cluster) {
+    return absl::InvalidArgumentError(
+        "no Kubernetes API configured: give --kubeconfig, or run in a pod (--in-cluster)");
+  }
+  return o;
+}
+
+LiveCluster::LiveCluster(LiveClusterOptions options, Mirror* mirror,
+                         std::unique_ptr<KubeClient> client)
+    : options_(std::move(options)), mirror_(mirror), client_(std::move(client)) {
+  binder_ = std::make_unique<ApiBinder>(client_.get(), options_.binder);
+}
+
+absl::StatusOr<std::unique_ptr<LiveCluster>> LiveCluster::Connect(LiveClusterOptions options,
+                                                                  Mirror* mirror) {
+  absl::StatusOr<KubeConfig> config =
+      options.kubeconfig.empty() ? LoadInClusterConfig(options.in_cluster_paths)
+                                 : LoadKubeconfig(options.kubeconfig, options.context);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<std::unique_ptr<KubeClient>> client =
+      KubeClient::Create(*std::move(config), options.client);
+  if (!client.ok()) return client.status();
+  if (absl::Status s = (*client)->CheckReachable(options.connect_attempts, options.connect_backoff);
+      !s.ok()) {
+    return s;
+  }
+  if (options.leader_elect) {
+    if (absl::Status s = ValidateLeaderElectionOptions(options.election); !s.ok()) return s;
+  }
+  return std::unique_ptr<LiveCluster>(
+      new LiveCluster(std::move(options), mirror, *std::move(client)));
+}
+
+LiveCluster::~LiveCluster() { Stop(); }
+
+void LiveCluster::Start(ExtenderService* service) {
+  {
+    absl::MutexLock lock(&mu_);
+    service_ = service;
+    leader_ = !options_.leader_elect;
+  }
+  // Never a decision on a half-built mirror.
+  service->SetReady(false);
+  ReflectorOptions ro = options_.reflector;
+  ro.on_synced = [this] {
+    {
+      absl::MutexLock lock(&mu_);
+      synced_ = true;
+    }
+    Update();
+  };
+  reflector_ = std::make_unique<KubeReflector>(client_.get(), mirror_, std::move(ro));
+  if (options_.leader_elect) {
+    LeaderElectionOptions eo = options_.election;
+    eo.on_change = [this](bool leading) {
+      {
+        absl::MutexLock lock(&mu_);
+        leader_ = leading;
+      }
+      Update();
+    };
+    elector_ = std::make_unique<LeaderElector>(client_.get(), std::move(eo));
+  }
+  Update();
+  reflector_->Start();
+  // A follower keeps its mirror warm: the reflector runs whether or not this replica leads.
+  if (elector_) elector_->Start();
+}
+
+void LiveCluster::Update() {
+  absl::MutexLock lock(&mu_);
+  const bool ready = !stopped_ && synced_ && leader_;
+  if (service_ != nullptr) service_->SetReady(ready);
+  if (options_.on_state) options_.on_state(synced_, leader_);
+}
+
+void LiveCluster::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (service_ != nullptr) service_->SetReady(false);
+  }
+  if (elector_) elector_->Stop();
+  if (reflector_) reflector_->Stop();
+}
+
+bool LiveCluster::synced() const {
+  absl::MutexLock lock(&mu_);
+  return synced_;
+}
+
+bool LiveCluster::leader() const {
+  absl::MutexLock lock(&mu_);
+  return leader_;
+}
+
+ReflectorCounters LiveCluster::reflector_counters() const {
+  return reflector_ ? reflector_->counters() : ReflectorCounters{};
+}
+
+}  // namespace gse

@@ -1,0 +1,118 @@
+// LiveCluster: runs the extender against a real Kubernetes API server — client configuration
+// (kubeconfig or in-cluster service account), the reflector that keeps the Mirror in sync, the
+// ApiBinder that binds through the API, and optional leader election — and keeps the
+// service's readiness equal to "mirror synced and (leader or no election)".
+//
+// Use (main.cc):
+//   auto live = LiveCluster::Connect(*LiveClusterOptionsFromFlags(), &mirror);  // errors: exit 2
+//   ExtenderService service(&mirror, policy, live->binder(), ...);
+//   live->Start(&service);  // not ready until the first full list is applied (and leading)
+//   ... serve ...
+//   live->Stop();           // releases the lease, stops the watches, not ready any more
+// Thread-safe after Connect; Start and Stop are called once each from the owner.
+#ifndef GSE_EXTENDER_LIVE_CLUSTER_H_
+#define GSE_EXTENDER_LIVE_CLUSTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "extender/api_binder.h"
+#include "extender/extender_service.h"
+#include "extender/leader_election.h"
+#include "state/kube_client.h"
+#include "state/kube_reflector.h"
+#include "state/mirror.h"
+
+ABSL_DECLARE_FLAG(std::string, kubeconfig);
+ABSL_DECLARE_FLAG(std::string, kube_context);
+ABSL_DECLARE_FLAG(std::string, in_cluster);
+ABSL_DECLARE_FLAG(double, api_qps);
+ABSL_DECLARE_FLAG(int32_t, api_burst);
+ABSL_DECLARE_FLAG(absl::Duration, api_timeout);
+ABSL_DECLARE_FLAG(absl::Duration, bind_timeout);
+ABSL_DECLARE_FLAG(absl::Duration, resync_period);
+ABSL_DECLARE_FLAG(absl::Duration, watch_timeout);
+ABSL_DECLARE_FLAG(bool, leader_elect);
+ABSL_DECLARE_FLAG(absl::Duration, leader_elect_lease_duration);
+ABSL_DECLARE_FLAG(absl::Duration, leader_elect_renew_deadline);
+ABSL_DECLARE_FLAG(absl::Duration, leader_elect_retry_period);
+ABSL_DECLARE_FLAG(std::string, leader_elect_resource_name);
+ABSL_DECLARE_FLAG(std::string, leader_elect_resource_namespace);
+
+namespace gse {
+
+// The flags above in --help order (for main.cc's usage text).
+extern const char* const kLiveClusterFlags[];
+extern const int kLiveClusterFlagCount;
+
+struct LiveClusterOptions {
+  std::string kubeconfig;  // a kubeconfig file, or empty for in-cluster
+  std::string context;     // kubeconfig context; empty = current-context
+  bool in_cluster = false;
+  InClusterPaths in_cluster_paths;
+  KubeClientOptions client;
+  ReflectorOptions reflector;  // on_synced is set by LiveCluster
+  ApiBinderOptions binder;
+  bool leader_elect = false;
+  LeaderElectionOptions election;  // on_change is set by LiveCluster
+  int connect_attempts = 5;        // start-up reachability check
+  absl::Duration connect_backoff = absl::Seconds(1);
+  // Called on every change of (synced, leader), e.g. for MirrorMetrics::SetSynced/SetLeader.
+  std::function<void(bool synced, bool leader)> on_state;
+};
+
+// True when the flags (or the environment) ask for a live cluster: --kubeconfig is set, or
+// --in-cluster=true, or --in-cluster=auto (the default) inside a pod (KUBERNETES_SERVICE_HOST).
+bool LiveClusterRequested();
+// Options from the flags; an error names the flag and what is wrong with its value.
+absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags();
+
+class LiveCluster {
+ public:
+  // Loads the client configuration, creates the client and checks that the server answers
+  // (retrying with backoff). Every error names the file, field or flag that is wrong.
+  static absl::StatusOr<std::unique_ptr<LiveCluster>> Connect(LiveClusterOptions options,
+                                                              Mirror* mirror);
+  ~LiveCluster();
+
+  Binder* binder() { return binder_.get(); }
+  KubeClient* client() { return client_.get(); }
+
+  // Sets the service not ready, starts the reflector and (with --leader-elect) the elector.
+  void Start(ExtenderService* service);
+  // Stops deciding at once (not ready), releases the lease, stops the watches.
+  void Stop();
+
+  bool synced() const;
+  bool leader() const;  // true without leader election
+  ReflectorCounters reflector_counters() const;
+  const KubeReflector* reflector() const { return reflector_.get(); }
+
+ private:
+  LiveCluster(LiveClusterOptions options, Mirror* mirror, std::unique_ptr<KubeClient> client);
+  void Update();
+
+  LiveClusterOptions options_;
+  Mirror* const mirror_;
+  std::unique_ptr<KubeClient> client_;
+  std::unique_ptr<ApiBinder> binder_;
+  std::unique_ptr<KubeReflector> reflector_;
+  std::unique_ptr<LeaderElector> elector_;
+
+  mutable absl::Mutex mu_;
+  ExtenderService* service_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  bool leader_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace gse
+
+#endif  // GSE_EXTENDER_LIVE_CLUSTER_H_

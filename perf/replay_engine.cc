@@ -1,0 +1,1425 @@
+// The replay driver, the in-process placer and the independent ledger (replay_engine.h).
+#include "perf/replay_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "scoring/feasibility.h"
+#include "scoring/pod_request.h"
+#include "state/assignment.h"
+#include "state/quantity.h"
+
+namespace gse::replay {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+constexpr char kAgentNamespace[] = "gse-node-agent";
+constexpr char kSchedulerName[] = "gpu-scheduler";
+
+double Micros(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+void Str(Writer& w, absl::string_view s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); }
+
+std::vector<std::string> SortedNames(const std::vector<std::string>& names) {
+  std::vector<std::string> out = names;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A Pod object as kube-scheduler and the API server know it.
+std::string PodJson(const std::string& ns, const std::string& name, const std::string& uid,
+                    const std::map<std::string, std::string>& requests, const Catalog& catalog,
+                    const std::map<std::string, std::string>& node_selector,
+                    const std::vector<SelectorRequirement>& affinity, const std::string& node,
+                    const std::map<std::string, std::string>& annotations, const char* phase) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  w.Key("apiVersion");
+  w.String("v1");
+  w.Key("kind");
+  w.String("Pod");
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("name");
+  Str(w, name);
+  w.Key("namespace");
+  Str(w, ns);
+  w.Key("uid");
+  Str(w, uid);
+  if (!annotations.empty()) {
+    w.Key("annotations");
+    w.StartObject();
+    for (const auto& [k, v] : annotations) {
+      Str(w, k);
+      Str(w, v);
+    }
+    w.EndObject();
+  }
+  w.EndObject();
+  w.Key("spec");
+  w.StartObject();
+  w.Key("schedulerName");
+  w.String(kSchedulerName);
+  if (!node.empty()) {
+    w.Key("nodeName");
+    Str(w, node);
+  }
+  if (!node_selector.empty()) {
+    w.Key("nodeSelector");
+    w.StartObject();
+    for (const auto& [k, v] : node_selector) {
+      Str(w, k);
+      Str(w, v);
+    }
+    w.EndObject();
+  }
+  if (!affinity.empty()) {
+    w.Key("affinity");
+    w.StartObject();
+    w.Key("nodeAffinity");
+    w.StartObject();
+    w.Key("requiredDuringSchedulingIgnoredDuringExecution");
+    w.StartObject();
+    w.Key("nodeSelectorTerms");
+    w.StartArray();
+    w.StartObject();
+    w.Key("matchExpressions");
+    w.StartArray();
+    for (const SelectorRequirement& r : affinity) {
+      w.StartObject();
+      w.Key("key");
+      Str(w, r.key);
+      w.Key("operator");
+      Str(w, r.op);
+      if (!r.values.empty()) {
+        w.Key("values");
+        w.StartArray();
+        for (const std::string& v : r.values) Str(w, v);
+        w.EndArray();
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    w.EndArray();
+    w.EndObject();
+    w.EndObject();
+    w.EndObject();
+  }
+  w.Key("containers");
+  w.StartArray();
+  w.StartObject();
+  w.Key("name");
+  w.String("main");
+  w.Key("image");
+  w.String("replay");
+  w.Key("resources");
+  w.StartObject();
+  w.Key("requests");
+  w.StartObject();
+  for (const auto& [k, v] : requests) {
+    Str(w, k);
+    Str(w, v);
+  }
+  w.EndObject();
+  // Kubernetes requires limits equal to requests for extended resources.
+  w.Key("limits");
+  w.StartObject();
+  for (const auto& [k, v] : requests) {
+    if (k == "cpu" || k == "memory" || k == "ephemeral-storage") continue;
+    Str(w, k);
+    Str(w, v);
+  }
+  w.EndObject();
+  w.EndObject();
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  w.Key("status");
+  w.StartObject();
+  w.Key("phase");
+  w.String(phase);
+  w.EndObject();
+  w.EndObject();
+  (void)catalog;
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+absl::StatusOr<PodObject> DecodePodJson(const std::string& json) {
+  rapidjson::Document doc;
+  if (absl::Status s = ParseJsonLimited(json, doc); !s.ok()) return s;
+  return DecodePod(doc, "pod");
+}
+
+bool Matches(const SelectorRequirement& r, const std::map<std::string, std::string>& labels) {
+  auto it = labels.find(r.key);
+  if (r.op == "Exists") return it != labels.end();
+  if (r.op == "DoesNotExist") return it == labels.end();
+  const bool in = it != labels.end() &&
+                  std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
+  return r.op == "In" ? in : !in;
+}
+
+LatencySummary Summarise(std::vector<double> us) {
+  LatencySummary s;
+  s.count = static_cast<int64_t>(us.size());
+  if (us.empty()) return s;
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))];
+  };
+  s.p50_us = at(0.5);
+  s.p90_us = at(0.9);
+  s.p99_us = at(0.99);
+  s.max_us = us.back();
+  return s;
+}
+
+std::string Dominant(const std::map<std::string, int64_t>& counts) {
+  std::string best;
+  int64_t n = -1;
+  for (const auto& [k, v] : counts) {
+    if (v > n) {
+      best = k;
+      n = v;
+    }
+  }
+  return best.empty() ? "no_nodes" : best;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// InProcessPlacer
+
+InProcessPlacer::InProcessPlacer(std::shared_ptr<const Catalog> catalog,
+                                 std::unique_ptr<PlacementPolicy> policy)
+    : policy_(std::move(policy)), mirror_(std::move(catalog), MirrorOptions{}) {}
+
+absl::Status InProcessPlacer::Start(const std::string& list_json, const ObjectBatch& batch) {
+  return ApplyObjects(list_json, batch);
+}
+
+absl::Status InProcessPlacer::ApplyObjects(const std::string&, const ObjectBatch& batch) {
+  mirror_.Write([&](ClusterState& s) {
+    s.ApplyBatch(batch);
+    return true;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPlacer::ApplyNode(const std::string&, const NodeObject& node) {
+  mirror_.Write([&](ClusterState& s) { return s.ApplyNode(node); });
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPlacer::RemoveNode(const std::string& name) {
+  mirror_.Write([&](ClusterState& s) {
+    s.RemoveNode(name);
+    return true;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPlacer::DeletePod(const std::string& ns, const std::string& name) {
+  mirror_.Write([&](ClusterState& s) {
+    s.RemovePod(absl::StrCat(ns, "/", name));
+    return true;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPlacer::ApplyBoundPod(const PodObject& pod, const std::string&) {
+  mirror_.Write([&](ClusterState& s) {
+    s.ApplyPod(pod);
+    return true;
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FilterAnswer> InProcessPlacer::Filter(const PodPlan& plan,
+                                                     const std::vector<std::string>& candidates) {
+  FilterAnswer answer;
+  mirror_.Read([&](const ClusterState& state) {
+    const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
+                                                 state.ProjectOfNamespace(plan.pod.namespace_name));
+    std::vector<const NodeState*> nodes;
+    nodes.reserve(candidates.size());
+    for (const std::string& n : candidates) nodes.push_back(state.FindNode(n));
+    const FilterOutcome outcome = FilterNodes(state, request, nodes);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (outcome.fits[i].fits()) {
+        answer.passed.push_back(candidates[i]);
+      } else {
+        answer.failed[candidates[i]] = std::string(FitReasonLabel(outcome.fits[i].reason));
+      }
+    }
+  });
+  return answer;
+}
+
+absl::StatusOr<std::vector<int64_t>> InProcessPlacer::Prioritize(
+    const PodPlan& plan, const std::vector<std::string>& names) {
+  std::vector<int64_t> scores(names.size(), 0);
+  mirror_.Read([&](const ClusterState& state) {
+    const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
+                                                 state.ProjectOfNamespace(plan.pod.namespace_name));
+    if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
+    std::vector<const NodeState*> nodes;
+    nodes.reserve(names.size());
+    for (const std::string& n : names) nodes.push_back(state.FindNode(n));
+    const FilterOutcome outcome = FilterNodes(state, request, nodes);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!outcome.fits[i].fits()) continue;
+      scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0, kMaxExtenderPriority);
+    }
+  });
+  return scores;
+}
+
+absl::StatusOr<Assignment> InProcessPlacer::Bind(const PodPlan& plan, const std::string& node_name) {
+  PodRequest request = mirror_.Read([&](const ClusterState& state) {
+    return ResolvePodRequest(state.catalog(), plan.pod, state.ProjectOfNamespace(plan.pod.namespace_name));
+  });
+  if (!request.interested()) return absl::FailedPreconditionError("pod requests no GPU offering");
+  if (!request.unresolvable.empty()) return absl::FailedPreconditionError(request.unresolvable);
+  const PodClaim claim{plan.pod.Key(), plan.pod.uid, plan.pod.namespace_name, request.project};
+  absl::StatusOr<Assignment> a = mirror_.ReserveWith(
+      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
+        const NodeState* node = state.FindNode(node_name);
+        const NodeFit fit = CheckNode(state, request, node);
+        if (!fit.fits()) return absl::FailedPreconditionError(fit.Message(request));
+        return policy_->ChooseUnits(state, request, *node);
+      });
+  if (!a.ok()) return a.status();
+  (void)mirror_.Confirm(claim.key);
+  return a;
+}
+
+std::optional<AuditReport> InProcessPlacer::MirrorAudit() {
+  return mirror_.Read([](const ClusterState& s) { return s.Audit(); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ledger
+
+Ledger::Ledger(std::shared_ptr<const Catalog> catalog,
+               std::vector<std::pair<std::string, std::string>> twins)
+    : catalog_(std::move(catalog)) {
+  twin_of_.assign(catalog_->size(), kNoOffering);
+  for (const auto& [a, b] : twins) {
+    const Offering* oa = catalog_->Find(a);
+    const Offering* ob = catalog_->Find(b);
+    if (oa == nullptr || ob == nullptr) continue;
+    twin_of_[static_cast<size_t>(oa->id)] = ob->id;
+    twin_of_[static_cast<size_t>(ob->id)] = oa->id;
+  }
+}
+
+int32_t Ledger::ResourceId(const std::string& name) {
+  auto [it, inserted] = resource_ids_.emplace(name, static_cast<int32_t>(resource_names_.size()));
+  if (inserted) resource_names_.push_back(name);
+  return it->second;
+}
+
+void Ledger::RebuildNames() {
+  names_.clear();
+  for (const auto& [name, n] : nodes_) {
+    if (!n.removed) names_.push_back(name);
+  }
+  std::sort(names_.begin(), names_.end());
+  order_.clear();
+  for (const std::string& name : names_) order_.push_back(&nodes_.find(name)->second);
+}
+
+// Units per offering from the Node object, by the device plugin's conventions (written here
+// again rather than taken from the mirror, so that the audit is independent).
+void Ledger::Derive(NodeFacts* n) {
+  n->units.clear();
+  n->alloc_cpu = n->alloc_memory = n->alloc_pods = 0;
+  std::fill(n->alloc_ext.begin(), n->alloc_ext.end(), 0);
+  for (const auto& [key, milli] : n->object.allocatable_milli) {
+    if (key == "cpu") {
+      n->alloc_cpu = milli;
+    } else if (key == "memory") {
+      n->alloc_memory = milli;
+    } else if (key == "pods") {
+      n->alloc_pods = milli;
+    } else {
+      const size_t id = static_cast<size_t>(ResourceId(key));
+      if (n->alloc_ext.size() <= id) n->alloc_ext.resize(id + 1, 0);
+      n->alloc_ext[id] = milli;
+    }
+    const Offering* o = catalog_->Find(key);
+    if (o == nullptr) continue;
+    absl::string_view base = key;
+    absl::ConsumeSuffix(&base, ".shared");
+    auto label = [&](absl::string_view suffix) -> int64_t {
+      auto it = n->object.labels.find(absl::StrCat(base, ".", suffix));
+      int64_t v = -1;
+      if (it == n->object.labels.end() || !absl::SimpleAtoi(it->second, &v)) return -1;
+      return v;
+    };
+    int64_t replicas = o->sharing == Sharing::kExclusive ? 1 : o->replicas;
+    if (o->shared() && label("replicas") >= 1) replicas = label("replicas");
+    int64_t count = label("count");
+    if (count < 0) count = milli / 1000 / std::max<int64_t>(1, replicas);
+    n->units[o->id] = {static_cast<int32_t>(count), static_cast<int32_t>(replicas)};
+  }
+}
+
+void Ledger::ApplyBatch(const ObjectBatch& batch) {
+  for (const NamespaceObject& ns : batch.namespaces) {
+    auto it = ns.labels.find(MirrorOptions().project_label);
+    namespace_project_[ns.name] = it != ns.labels.end() && !it->second.empty() ? it->second : ns.name;
+  }
+  for (const ResourceQuotaObject& q : batch.quotas) {
+    auto p = namespace_project_.find(q.namespace_name);
+    const std::string project = p != namespace_project_.end() ? p->second : q.namespace_name;
+    for (const Offering& o : catalog_->offerings()) {
+      auto it = q.hard_milli.find(absl::StrCat("requests.", o.resource));
+      if (it == q.hard_milli.end()) continue;
+      int64_t v = it->second / 1000;
+      if (o.sharing == Sharing::kTimeSliced) v = (v + o.replicas - 1) / std::max(1, o.replicas);
+      quota_[project][o.id] = v;
+    }
+  }
+  for (const NodeObject& n : batch.nodes) ApplyNode(n);
+}
+
+void Ledger::ApplyNode(const NodeObject& node) {
+  auto [it, inserted] = nodes_.try_emplace(node.name);
+  NodeFacts& n = it->second;
+  const bool was_removed = n.removed;
+  n.object = node;
+  n.removed = false;
+  Derive(&n);
+  if (inserted || was_removed) RebuildNames();
+}
+
+void Ledger::RemoveNode(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  it->second.removed = true;
+  it->second.object.unschedulable = true;
+  it->second.object.allocatable_milli.clear();
+  Derive(&it->second);
+  RebuildNames();
+}
+
+bool Ledger::HasNode(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it != nodes_.end() && !it->second.removed;
+}
+
+Ledger::Demand Ledger::DemandOf(const PodObject& pod) {
+  Demand d;
+  std::map<std::string, int64_t> req;
+  for (const ContainerResources& c : pod.containers) {
+    for (const auto& [k, v] : c.requests_milli) req[k] += v;
+    for (const auto& [k, v] : c.limits_milli) {
+      if (c.requests_milli.count(k) == 0 && k != "cpu" && k != "memory") req[k] += v;
+    }
+  }
+  for (const auto& [k, v] : req) {
+    if (v <= 0) continue;
+    if (k == "cpu") {
+      d.cpu = v;
+    } else if (k == "memory") {
+      d.memory = v;
+    } else {
+      d.ext.emplace_back(ResourceId(k), v);
+    }
+  }
+  return d;
+}
+
+void Ledger::Bind(const PodObject& pod, const std::string& project, const std::string& node,
+                  const Assignment* a, bool placeholder) {
+  PodFacts f;
+  f.node = node;
+  f.project = project;
+  f.placeholder = placeholder;
+  f.demand = DemandOf(pod);
+  NodeFacts& n = nodes_[node];
+  n.used_cpu += f.demand.cpu;
+  n.used_memory += f.demand.memory;
+  n.used_pods += 1000;
+  for (const auto& [id, v] : f.demand.ext) {
+    if (n.used_ext.size() <= static_cast<size_t>(id)) n.used_ext.resize(static_cast<size_t>(id) + 1, 0);
+    n.used_ext[static_cast<size_t>(id)] += v;
+  }
+  if (a != nullptr) {
+    f.assignment = *a;
+    f.has_assignment = true;
+    for (int32_t i : a->units) {
+      units_[UnitKey{node, a->offering, i}].push_back(Holder{pod.Key(), project, a->amount_per_unit, placeholder});
+    }
+  }
+  pods_[pod.Key()] = std::move(f);
+}
+
+void Ledger::Delete(const std::string& pod_key) {
+  auto it = pods_.find(pod_key);
+  if (it == pods_.end()) return;
+  const PodFacts& f = it->second;
+  NodeFacts& n = nodes_[f.node];
+  n.used_cpu -= f.demand.cpu;
+  n.used_memory -= f.demand.memory;
+  n.used_pods -= 1000;
+  for (const auto& [id, v] : f.demand.ext) n.used_ext[static_cast<size_t>(id)] -= v;
+  if (f.has_assignment) {
+    for (int32_t i : f.assignment.units) {
+      auto u = units_.find(UnitKey{f.node, f.assignment.offering, i});
+      if (u == units_.end()) continue;
+      auto& hs = u->second;
+      hs.erase(std::remove_if(hs.begin(), hs.end(), [&](const Holder& h) { return h.pod_key == pod_key; }),
+               hs.end());
+      if (hs.empty()) units_.erase(u);
+    }
+  }
+  pods_.erase(it);
+}
+
+int32_t Ledger::UnitCapacity(const std::string& node, OfferingId offering, int32_t index) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return 0;
+  auto u = it->second.units.find(offering);
+  if (u == it->second.units.end() || index < 0 || index >= u->second.first) return 0;
+  return u->second.second;
+}
+
+bool Ledger::ProjectHoldsUnit(const UnitKey& key, const std::string& project) const {
+  auto it = units_.find(key);
+  if (it == units_.end()) return false;
+  for (const Holder& h : it->second) {
+    if (!h.placeholder && h.project == project) return true;
+  }
+  return false;
+}
+
+bool Ledger::OwnsFreeTicket(const std::string& project, OfferingId offering) const {
+  for (const auto& [key, holders] : units_) {
+    if (key.offering != offering || !HasNode(key.node)) continue;
+    int32_t used = 0;
+    bool mine = false;
+    for (const Holder& h : holders) {
+      used += h.amount;
+      mine = mine || h.project == project;
+    }
+    if (mine && used < UnitCapacity(key.node, offering, key.index)) return true;
+  }
+  return false;
+}
+
+std::string Ledger::BuiltInFit(const Demand& d, const PodArrival& arrival,
+                               const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.removed) return "node_unknown";
+  return Fit(d, arrival, it->second);
+}
+
+std::string Ledger::BuiltInFitAt(const Demand& d, const PodArrival& arrival, size_t i) const {
+  return Fit(d, arrival, *order_[i]);
+}
+
+std::string Ledger::Fit(const Demand& d, const PodArrival& arrival, const NodeFacts& n) const {
+  if (n.object.unschedulable) return "node_unschedulable";
+  for (const auto& [k, v] : arrival.node_selector) {
+    auto l = n.object.labels.find(k);
+    if (l == n.object.labels.end() || l->second != v) return "node_affinity";
+  }
+  for (const SelectorRequirement& r : arrival.affinity) {
+    if (!Matches(r, n.object.labels)) return "node_affinity";
+  }
+  if (n.used_pods + 1000 > n.alloc_pods) return "too_many_pods";
+  if (d.cpu > 0 && n.used_cpu + d.cpu > n.alloc_cpu) return "insufficient_cpu";
+  if (d.memory > 0 && n.used_memory + d.memory > n.alloc_memory) return "insufficient_memory";
+  for (const auto& [id, v] : d.ext) {
+    const size_t i = static_cast<size_t>(id);
+    const int64_t alloc = i < n.alloc_ext.size() ? n.alloc_ext[i] : 0;
+    const int64_t used = i < n.used_ext.size() ? n.used_ext[i] : 0;
+    if (used + v > alloc) return absl::StrCat("insufficient_", resource_names_[i]);
+  }
+  return "";
+}
+
+// kube-scheduler's NodeResourcesFit scoring (resources cpu and memory, weight 1 each) and
+// NodeResourcesBalancedAllocation, on the requests after placing the pod.
+int64_t Ledger::LeastAllocated(const Demand& d, const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return 0;
+  const NodeFacts& n = it->second;
+  auto one = [](int64_t used, int64_t alloc) -> int64_t {
+    if (alloc <= 0 || used > alloc) return 0;
+    return (alloc - used) * 100 / alloc;
+  };
+  return (one(n.used_cpu + d.cpu, n.alloc_cpu) + one(n.used_memory + d.memory, n.alloc_memory)) / 2;
+}
+
+int64_t Ledger::MostAllocated(const Demand& d, const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return 0;
+  const NodeFacts& n = it->second;
+  auto one = [](int64_t used, int64_t alloc) -> int64_t {
+    if (alloc <= 0) return 0;
+    return std::min(used, alloc) * 100 / alloc;
+  };
+  return (one(n.used_cpu + d.cpu, n.alloc_cpu) + one(n.used_memory + d.memory, n.alloc_memory)) / 2;
+}
+
+int64_t Ledger::BalancedAllocation(const Demand& d, const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return 0;
+  const NodeFacts& n = it->second;
+  auto frac = [](int64_t used, int64_t alloc) {
+    return alloc <= 0 ? 0.0 : std::min(1.0, static_cast<double>(used) / static_cast<double>(alloc));
+  };
+  const double c = frac(n.used_cpu + d.cpu, n.alloc_cpu), m = frac(n.used_memory + d.memory, n.alloc_memory);
+  const double sd = std::abs(c - m) / 2;  // standard deviation of two fractions
+  return static_cast<int64_t>((1 - sd) * 100);
+}
+
+bool Ledger::FreeHost(absl::string_view node, int64_t* cpu, int64_t* memory) const {
+  auto it = nodes_.find(std::string(node));
+  if (it == nodes_.end() || it->second.removed) return false;
+  *cpu = it->second.alloc_cpu - it->second.used_cpu;
+  *memory = it->second.alloc_memory - it->second.used_memory;
+  return true;
+}
+
+Ledger::AuditResult Ledger::Audit() const {
+  AuditResult r;
+  auto problem = [&](std::string s) {
+    if (r.problems.size() < 50) r.problems.push_back(std::move(s));
+  };
+  // Units: capacity, exclusivity, one owner for time-sliced units.
+  for (const auto& [key, holders] : units_) {
+    const Offering& o = catalog_->Get(key.offering);
+    const std::string id = UnitId(key.node, o.resource, key.index);
+    const int32_t cap = UnitCapacity(key.node, key.offering, key.index);
+    int64_t used = 0;
+    std::vector<std::string> projects;
+    for (const Holder& h : holders) {
+      used += h.amount;
+      if (std::find(projects.begin(), projects.end(), h.project) == projects.end()) projects.push_back(h.project);
+    }
+    bool bad = false;
+    if (cap == 0) {
+      bad = true;
+      problem(absl::StrCat(id, ": held but the node does not advertise it"));
+    } else if (used > cap) {
+      bad = true;
+      problem(absl::StrCat(id, ": ", used, " used of capacity ", cap));
+    }
+    if (o.sharing == Sharing::kExclusive && holders.size() > 1) {
+      bad = true;
+      problem(absl::StrCat(id, ": exclusive unit with ", holders.size(), " holders"));
+    }
+    if (bad) ++r.oversubscribed_units;
+    if (o.sharing == Sharing::kTimeSliced && projects.size() > 1) {
+      ++r.multi_owner_units;
+      problem(absl::StrCat(id, ": time-sliced unit of ", projects.size(), " projects"));
+    }
+    // Twins: one GPU may not serve workload through both of its halves.
+    const OfferingId twin = twin_of_[static_cast<size_t>(key.offering)];
+    if (twin != kNoOffering && key.offering < twin) {
+      auto other = units_.find(UnitKey{key.node, twin, key.index});
+      auto real = [](const std::vector<Holder>& hs) {
+        return std::any_of(hs.begin(), hs.end(), [](const Holder& h) { return !h.placeholder; });
+      };
+      if (other != units_.end() && real(holders) && real(other->second)) {
+        ++r.oversubscribed_units;
+        problem(absl::StrCat(id, ": the same GPU also serves ", catalog_->Get(twin).resource, " pods"));
+      }
+    }
+  }
+  // Nodes: cpu, memory, pods, extended resources against allocatable.
+  for (size_t k = 0; k < names_.size(); ++k) {
+    const std::string& name = names_[k];
+    const NodeFacts& n = *order_[k];
+    std::vector<std::tuple<std::string, int64_t, int64_t>> checks = {
+        {"cpu", n.used_cpu, n.alloc_cpu}, {"memory", n.used_memory, n.alloc_memory}, {"pods", n.used_pods, n.alloc_pods}};
+    for (size_t i = 0; i < n.used_ext.size(); ++i) {
+      checks.emplace_back(resource_names_[i], n.used_ext[i], i < n.alloc_ext.size() ? n.alloc_ext[i] : 0);
+    }
+    for (const auto& [k, used, alloc] : checks) {
+      if (used > 0 && used > alloc) {
+        ++r.over_capacity_nodes;
+        problem(absl::StrCat("node ", name, ": ", k, " requested ", used, "m of ", alloc, "m allocatable"));
+      }
+    }
+  }
+  // Quotas: exclusive units held, time-sliced units owned, mps shares.
+  std::map<std::pair<std::string, OfferingId>, int64_t> usage;
+  for (const auto& [key, holders] : units_) {
+    const Offering& o = catalog_->Get(key.offering);
+    std::map<std::string, int64_t> per_project;
+    for (const Holder& h : holders) {
+      if (h.placeholder) continue;
+      per_project[h.project] += o.sharing == Sharing::kMps ? h.amount : 1;
+    }
+    for (const auto& [p, v] : per_project) usage[{p, key.offering}] += o.sharing == Sharing::kTimeSliced ? 1 : v;
+  }
+  for (const auto& [pk, v] : usage) {
+    auto q = quota_.find(pk.first);
+    if (q == quota_.end()) continue;
+    auto lim = q->second.find(pk.second);
+    if (lim != q->second.end() && v > lim->second) {
+      ++r.over_quota;
+      problem(absl::StrCat("project ", pk.first, ": ", v, " of ", catalog_->Get(pk.second).resource,
+                           " over its quota ", lim->second));
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs
+
+absl::StatusOr<ReplayInput> PrepareInput(Trace trace, const std::string& catalog_override,
+                                         const std::string& snapshot_json) {
+  ReplayInput in;
+  const std::string& text = !catalog_override.empty() ? catalog_override : trace.header.catalog;
+  if (text.empty()) {
+    in.catalog = std::make_shared<const Catalog>(Catalog::BuiltIn());
+  } else {
+    absl::StatusOr<Catalog> c = Catalog::Parse(text);
+    if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat("catalog: ", c.status().message()));
+    in.catalog = std::make_shared<const Catalog>(*std::move(c));
+  }
+  in.twins = trace.header.twins;
+  for (size_t i = 0; i < in.twins.size(); ++i) {
+    const Offering* a = in.catalog->Find(in.twins[i].first);
+    const Offering* b = in.catalog->Find(in.twins[i].second);
+    if (a == nullptr || b == nullptr || a->sharing != Sharing::kExclusive || b->sharing != Sharing::kMps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header: twins[", i, "]: must name an exclusive and an mps offering of the catalog"));
+    }
+  }
+  if (!snapshot_json.empty()) {
+    absl::StatusOr<ObjectBatch> batch = DecodeObjects(snapshot_json);
+    if (!batch.ok()) return absl::InvalidArgumentError(absl::StrCat("snapshot: ", batch.status().message()));
+    Event ev;
+    ev.type = EventType::kObjects;
+    ev.json = snapshot_json;
+    trace.events.insert(trace.events.begin(), std::move(ev));
+  }
+  in.trace = std::move(trace);
+  return in;
+}
+
+std::vector<TaskClass> TaskMixOf(const ReplayInput& input) {
+  std::map<std::tuple<std::string, int64_t, std::vector<std::string>, int64_t, int64_t>, double> counts;
+  for (const Event& ev : input.trace.events) {
+    if (ev.type != EventType::kPodArrive) continue;
+    std::string resource;
+    int64_t amount = 0;
+    for (const auto& [k, v] : ev.pod.resources) {
+      const Offering* o = input.catalog->Find(k);
+      if (o == nullptr) continue;
+      absl::StatusOr<int64_t> q = ParseQuantityMilli(v);
+      if (!q.ok() || *q <= 0) continue;
+      resource = o->resource;
+      amount = *q / 1000;
+    }
+    if (resource.empty() || amount <= 0) continue;
+    std::vector<std::string> products;
+    for (const SelectorRequirement& r : ev.pod.affinity) {
+      if (r.key == "nvidia.com/gpu.product" && r.op == "In") products = r.values;
+    }
+    std::sort(products.begin(), products.end());
+    int64_t cpu = 0, memory = 0;
+    for (const auto& [k, v] : ev.pod.resources) {
+      if (k != "cpu" && k != "memory") continue;
+      absl::StatusOr<int64_t> q = ParseQuantityMilli(v);
+      if (q.ok()) (k == "cpu" ? cpu : memory) = *q;
+    }
+    counts[{resource, amount, products, cpu, memory}] += 1;
+  }
+  std::vector<TaskClass> out;
+  for (const auto& [k, n] : counts) {
+    TaskClass t;
+    t.resource = std::get<0>(k);
+    t.amount = std::get<1>(k);
+    t.products = std::get<2>(k);
+    t.cpu_milli = std::get<3>(k);
+    t.memory_milli = std::get<4>(k);
+    t.weight = n;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::string& name,
+                                                                  const ReplayInput& input,
+                                                                  HostView* host) {
+  if (name == "fgd" || name == "fgd-gpu") {
+    FragmentationOptions o;
+    o.tasks = TaskMixOf(input);
+    o.twins = input.twins;
+    if (name == "fgd" && host != nullptr) {
+      o.host_free = host->AsFn();
+      o.pod_host_demand = [host](int64_t* c, int64_t* m) { return host->Pod(c, m); };
+    }
+    if (o.tasks.empty()) {
+      return absl::InvalidArgumentError("policy fgd: the trace has no pod asking for a catalog resource (empty task mix)");
+    }
+    return MakeFragmentationPolicy(input.catalog, std::move(o));
+  }
+  if (name == "bestfit") return MakeBestFitPolicy(input.catalog, input.twins);
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakePolicy(name);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(p.status().message(), ", fgd, bestfit"));
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver
+
+namespace {
+
+class Driver {
+ public:
+  Driver(const ReplayInput& input, Placer& placer, const ReplayOptions& options,
+         FragmentationModel model)
+      : input_(input),
+        placer_(placer),
+        options_(options),
+        model_(std::move(model)),
+        ledger_(input.catalog, input.twins),
+        shadow_(input.catalog, MirrorOptions{}) {
+    twin_of_.assign(input.catalog->size(), kNoOffering);
+    for (const auto& [a, b] : input.twins) {
+      const OfferingId ia = input.catalog->Find(a)->id, ib = input.catalog->Find(b)->id;
+      twin_of_[static_cast<size_t>(ia)] = ib;
+      twin_of_[static_cast<size_t>(ib)] = ia;
+    }
+  }
+
+  // Mutex addresses are reused by the next run: drop them from Abseil's lock-order graph.
+  ~Driver() {
+    mu_.ForgetDeadlockInfo();
+    bind_mu_.ForgetDeadlockInfo();
+  }
+
+  absl::StatusOr<RunResult> Run();
+  bool HostFree(absl::string_view node, int64_t* cpu, int64_t* memory) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return ledger_.FreeHost(node, cpu, memory);
+  }
+  // For the run's own fragmentation model, called with mu_ held.
+  bool HostFreeLocked(absl::string_view node, int64_t* cpu, int64_t* memory) const
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ledger_.FreeHost(node, cpu, memory);
+  }
+
+ private:
+  absl::Status ApplyObjects(const Event& ev, bool start);
+  // A pod_arrive naming a project its namespace does not map to: the namespace gets the
+  // project label (a fact, as an operator would set it), since the extender reads projects
+  // from namespaces.
+  absl::Status EnsureProject(const PodArrival& a);
+  absl::Status Arrive(const Event& ev);
+  absl::Status Schedule(const PodPlan& plan);
+  absl::Status Delete(const std::string& ns, const std::string& name);
+  // The node agent's twin placeholders: recorded here under mu_, applied to the Placer by the
+  // caller after mu_ is released (a Placer may call back into HostFree).
+  struct Hold {
+    PodObject pod;
+    std::string json;
+  };
+  absl::Status AddTwinHolds(const Assignment& a, std::vector<Hold>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* names) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PodPlan> MakePlan(const PodArrival& arrival);
+  void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Arrived(double gpu, bool placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Observe(const std::string& verb, double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    latency_[verb].push_back(us);
+  }
+  int64_t FeasibleToFind(int64_t n) const;
+  int64_t PluginScore(const Ledger::Demand& d, const std::string& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ReplayInput& input_;
+  Placer& placer_;
+  const ReplayOptions& options_;
+  FragmentationModel model_;
+
+  absl::Mutex mu_;       // ledger, shadow, counters
+  absl::Mutex bind_mu_;  // binds with their twin holds, one at a time
+  Ledger ledger_ ABSL_GUARDED_BY(mu_);
+  ClusterState shadow_ ABSL_GUARDED_BY(mu_);  // the placements, for fragmentation figures
+  std::vector<OfferingId> twin_of_;
+  RunResult result_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<double>> latency_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PodObject> bound_ ABSL_GUARDED_BY(mu_);  // workload pods placed (GPU ones with annotations)
+  std::map<std::string, double> gpu_of_ ABSL_GUARDED_BY(mu_);
+  int64_t next_start_ ABSL_GUARDED_BY(mu_) = 0;
+  int next_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+int64_t Driver::FeasibleToFind(int64_t n) const {
+  const int32_t pct = options_.percentage_of_nodes_to_score;
+  if (pct >= 100 || n < 100) return n;
+  int64_t p = pct;
+  if (p <= 0) p = std::max<int64_t>(5, 50 - n / 125);
+  return std::max<int64_t>(100, n * p / 100);
+}
+
+int64_t Driver::PluginScore(const Ledger::Demand& d, const std::string& node) const {
+  int64_t total = 0;
+  for (const auto& [name, weight] : options_.score_plugins) {
+    if (name == "least-allocated") {
+      total += weight * ledger_.LeastAllocated(d, node);
+    } else if (name == "most-allocated") {
+      total += weight * ledger_.MostAllocated(d, node);
+    } else if (name == "balanced-allocation") {
+      total += weight * ledger_.BalancedAllocation(d, node);
+    }
+  }
+  return total;
+}
+
+void Driver::Fail(const std::string& reason) {
+  ++result_.pods_failed[reason];
+  if (reason == "quota_exhausted") ++result_.quota_rejections;
+}
+
+void Driver::Arrived(double gpu, bool placed) {
+  ++result_.pods_arrived;
+  result_.arrived_gpu += gpu;
+  if (placed) {
+    ++result_.pods_placed;
+    result_.allocated_gpu += gpu;
+  }
+  const double cap = result_.cluster_gpus;
+  if (cap <= 0) return;
+  const double arrived_pct = 100 * result_.arrived_gpu / cap;
+  while (next_step_ <= arrived_pct) {
+    result_.curve.emplace_back(next_step_, 100 * result_.allocated_gpu / cap);
+    ++next_step_;
+  }
+}
+
+absl::StatusOr<PodPlan> Driver::MakePlan(const PodArrival& a) {
+  PodPlan plan;
+  plan.arrival = &a;
+  std::string uid;
+  {
+    absl::MutexLock lock(&mu_);
+    uid = absl::StrCat("replay-", ++uid_counter_);
+  }
+  plan.pod_json = PodJson(a.namespace_name, a.name, uid, a.resources, *input_.catalog,
+                          a.node_selector, a.affinity, "", {}, "Pending");
+  absl::StatusOr<PodObject> pod = DecodePodJson(plan.pod_json);
+  if (!pod.ok()) return absl::InvalidArgumentError(absl::StrCat("pod ", a.Key(), ": ", pod.status().message()));
+  plan.pod = *std::move(pod);
+  {
+    absl::MutexLock lock(&mu_);
+    plan.project = shadow_.ProjectOfNamespace(a.namespace_name);  // EnsureProject ran before
+  }
+  if (a.gpu >= 0) {
+    plan.gpu = a.gpu;
+  } else {
+    // Derived: units x size (GPU 1, MIG g/7), shares/replicas, a ticket as 1/replicas.
+    for (const auto& [k, v] : a.resources) {
+      const Offering* o = input_.catalog->Find(k);
+      if (o == nullptr) continue;
+      absl::StatusOr<int64_t> q = ParseQuantityMilli(v);
+      if (!q.ok()) continue;
+      double size = 1;
+      if (o->unit == UnitKind::kMig) {
+        int g = 1;
+        const size_t pos = o->mig_profile.find('g');
+        if (pos != std::string::npos) (void)absl::SimpleAtoi(o->mig_profile.substr(0, pos), &g);
+        size = std::min(1.0, g / 7.0);
+      }
+      const double n = static_cast<double>(*q) / 1000;
+      plan.gpu += o->sharing == Sharing::kExclusive ? n * size : n * size / std::max(1, o->replicas);
+    }
+  }
+  return plan;
+}
+
+absl::Status Driver::AddTwinHolds(const Assignment& a, std::vector<Hold>* out) {
+  const OfferingId twin = twin_of_[static_cast<size_t>(a.offering)];
+  if (twin == kNoOffering) return absl::OkStatus();
+  const Offering& o = input_.catalog->Get(twin);
+  for (int32_t i : a.units) {
+    const Ledger::UnitKey key{a.node, twin, i};
+    auto it = ledger_.units().find(key);
+    if (it != ledger_.units().end()) continue;  // already held (by its placeholder)
+    const int32_t cap = ledger_.UnitCapacity(a.node, twin, i);
+    if (cap <= 0) continue;
+    Assignment hold;
+    hold.node = a.node;
+    hold.offering = twin;
+    hold.units = {i};
+    hold.amount_per_unit = o.sharing == Sharing::kMps ? cap : 1;
+    const std::string name = absl::StrCat("twin-", a.node, "-", twin, "-", i);
+    const std::map<std::string, std::string> annotations =
+        AssignmentAnnotations(hold, *input_.catalog, kAgentNamespace);
+    const std::string json = PodJson(kAgentNamespace, name, absl::StrCat("twin-", ++uid_counter_),
+                                     {{o.resource, absl::StrCat(hold.amount_per_unit)}},
+                                     *input_.catalog, {}, {}, a.node, annotations, "Running");
+    absl::StatusOr<PodObject> pod = DecodePodJson(json);
+    if (!pod.ok()) return pod.status();
+    ledger_.Bind(*pod, kAgentNamespace, a.node, &hold, /*placeholder=*/true);
+    shadow_.ApplyPod(*pod);
+    out->push_back(Hold{*std::move(pod), json});
+  }
+  return absl::OkStatus();
+}
+
+void Driver::ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* names) {
+  const OfferingId twin = twin_of_[static_cast<size_t>(a.offering)];
+  if (twin == kNoOffering) return;
+  for (int32_t i : a.units) {
+    auto mine = ledger_.units().find(Ledger::UnitKey{a.node, a.offering, i});
+    if (mine != ledger_.units().end()) continue;  // other pods still use this half
+    const std::string name = absl::StrCat("twin-", a.node, "-", twin, "-", i);
+    const std::string key = absl::StrCat(kAgentNamespace, "/", name);
+    auto held = ledger_.units().find(Ledger::UnitKey{a.node, twin, i});
+    if (held == ledger_.units().end()) continue;
+    ledger_.Delete(key);
+    shadow_.RemovePod(key);
+    names->push_back(name);
+  }
+}
+
+absl::Status Driver::Schedule(const PodPlan& plan) {
+  const PodArrival& a = *plan.arrival;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    // ---- kube-scheduler's own filters (and the percentageOfNodesToScore cut-off)
+    std::vector<std::string> feasible;
+    std::map<std::string, int64_t> reasons;
+    bool interested = false;
+    for (const auto& [k, v] : a.resources) interested = interested || input_.catalog->Find(k) != nullptr;
+    Ledger::Demand demand;
+    std::string plain_node;
+    {
+      absl::MutexLock lock(&mu_);
+      demand = ledger_.DemandOf(plan.pod);
+      const std::vector<std::string>& names = ledger_.NodeNames();
+      const int64_t n = static_cast<int64_t>(names.size());
+      const int64_t want = FeasibleToFind(n);
+      int64_t processed = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const size_t index = static_cast<size_t>((next_start_ + k) % n);
+        const std::string& node = names[index];
+        ++processed;
+        const std::string r = ledger_.BuiltInFitAt(demand, a, index);
+        if (r.empty()) {
+          feasible.push_back(node);
+          if (static_cast<int64_t>(feasible.size()) >= want) break;
+        } else {
+          ++reasons[r];
+        }
+      }
+      if (want < n && n > 0) next_start_ = (next_start_ + processed) % n;
+      if (feasible.empty()) {
+        Fail(Dominant(reasons));
+        Arrived(plan.gpu, false);
+        return absl::OkStatus();
+      }
+      if (!interested) {
+        // Not the extender's pod: kube-scheduler's in-tree scores only, ties to the lowest name.
+        std::string best;
+        int64_t best_score = -1;
+        for (const std::string& node : SortedNames(feasible)) {
+          const int64_t s = PluginScore(demand, node);
+          if (s > best_score) {
+            best = node;
+            best_score = s;
+          }
+        }
+        ledger_.Bind(plan.pod, plan.project, best, nullptr, false);
+        if (options_.keep_placements) result_.placements.push_back(absl::StrCat(a.Key(), " ", best));
+        Arrived(plan.gpu, true);
+        plain_node = best;
+      }
+    }
+    if (!plain_node.empty()) return placer_.BindPlain(plan, plain_node);
+
+    // ---- the extender: filter -> prioritize -> bind
+    if (options_.host != nullptr && options_.concurrency <= 1) {
+      options_.host->SetPod(true, demand.cpu, demand.memory);
+    }
+    auto t0 = Clock::now();
+    absl::StatusOr<FilterAnswer> fa = placer_.Filter(plan, feasible);
+    const double filter_us = Micros(t0);
+    if (!fa.ok()) return fa.status();
+    std::map<std::string, int64_t> ext_reasons;
+    for (const auto& [node, label] : fa->failed) ++ext_reasons[label];
+    std::string best;
+    double prioritize_us = -1;
+    if (fa->passed.size() == 1) {
+      best = fa->passed.front();  // kube-scheduler skips scoring for a single feasible node
+    } else if (!fa->passed.empty()) {
+      t0 = Clock::now();
+      absl::StatusOr<std::vector<int64_t>> scores = placer_.Prioritize(plan, fa->passed);
+      prioritize_us = Micros(t0);
+      if (!scores.ok()) return scores.status();
+      if (scores->size() != fa->passed.size()) return absl::InternalError("prioritize: wrong number of scores");
+      // kube-scheduler: in-tree plugin scores + extender score x weight x (100 / 10).
+      absl::MutexLock lock(&mu_);
+      int64_t top = -1;
+      for (size_t i = 0; i < scores->size(); ++i) {
+        const std::string& node = fa->passed[i];
+        const int64_t s = PluginScore(demand, node) + (*scores)[i] * options_.extender_weight * 10;
+        if (s > top || (s == top && node < best)) {
+          top = s;
+          best = node;
+        }
+      }
+    }
+    if (best.empty()) {
+      absl::MutexLock lock(&mu_);
+      Observe("filter", filter_us);
+      Fail(Dominant(ext_reasons));
+      Arrived(plan.gpu, false);
+      return absl::OkStatus();
+    }
+
+    absl::MutexLock bind_lock(&bind_mu_);
+    {
+      // Another client may have taken cpu or memory since (concurrency > 1).
+      absl::MutexLock lock(&mu_);
+      if (!ledger_.BuiltInFit(demand, a, best).empty()) continue;
+    }
+    t0 = Clock::now();
+    absl::StatusOr<Assignment> bound = placer_.Bind(plan, best);
+    const double bind_us = Micros(t0);
+    std::vector<Hold> holds;
+    {
+      absl::MutexLock lock(&mu_);
+      Observe("filter", filter_us);
+      if (prioritize_us >= 0) Observe("prioritize", prioritize_us);
+      Observe("bind", bind_us);
+      if (!bound.ok()) {
+        if (absl::IsFailedPrecondition(bound.status()) && options_.concurrency > 1 && attempt < 2) continue;
+        if (!absl::IsFailedPrecondition(bound.status())) return bound.status();
+        Fail("bind_rejected");
+        Arrived(plan.gpu, false);
+        return absl::OkStatus();
+      }
+      const Offering& o = input_.catalog->Get(bound->offering);
+      if (o.sharing == Sharing::kTimeSliced && !bound->units.empty()) {
+        const Ledger::UnitKey key{bound->node, bound->offering, bound->units.front()};
+        ++result_.tickets_placed;
+        if (ledger_.ProjectHoldsUnit(key, plan.project)) {
+          ++result_.tickets_on_owned_unit;
+        } else if (ledger_.OwnsFreeTicket(plan.project, bound->offering)) {
+          ++result_.spills;
+        }
+      }
+      ledger_.Bind(plan.pod, plan.project, best, &*bound, false);
+      PodObject pod = plan.pod;
+      pod.node_name = best;
+      pod.phase = "Running";
+      pod.annotations = AssignmentAnnotations(*bound, *input_.catalog, plan.project);
+      shadow_.ApplyPod(pod);
+      bound_[pod.Key()] = pod;
+      gpu_of_[pod.Key()] = plan.gpu;
+      if (absl::Status s = AddTwinHolds(*bound, &holds); !s.ok()) return s;
+      if (options_.keep_placements) {
+        result_.placements.push_back(absl::StrCat(a.Key(), " ", best, " ", o.resource, "/",
+                                                  absl::StrJoin(bound->units, ","), "x", bound->amount_per_unit));
+      }
+      Arrived(plan.gpu, true);
+    }
+    for (const Hold& h : holds) {
+      if (absl::Status s = placer_.ApplyBoundPod(h.pod, h.json); !s.ok()) return s;
+    }
+    return placer_.Sync();
+  }
+  absl::MutexLock lock(&mu_);
+  Fail("bind_conflict");
+  Arrived(plan.gpu, false);
+  return absl::OkStatus();
+}
+
+absl::Status Driver::Delete(const std::string& ns, const std::string& name) {
+  const std::string key = absl::StrCat(ns, "/", name);
+  absl::MutexLock bind_lock(&bind_mu_);
+  if (absl::Status s = placer_.DeletePod(ns, name); !s.ok()) return s;
+  std::vector<std::string> released;
+  {
+    absl::MutexLock lock(&mu_);
+    ++result_.pods_deleted;
+    auto it = bound_.find(key);
+    std::optional<Assignment> held;
+    if (it != bound_.end()) {
+      absl::StatusOr<Assignment> a =
+          ParseAssignmentAnnotations(it->second.annotations, it->second.node_name, *input_.catalog);
+      if (a.ok()) held = *a;
+      bound_.erase(it);
+    }
+    ledger_.Delete(key);
+    shadow_.RemovePod(key);
+    if (held.has_value()) ReleaseTwinHolds(*held, &released);
+    auto g = gpu_of_.find(key);
+    if (g != gpu_of_.end()) {
+      result_.allocated_gpu -= g->second;
+      gpu_of_.erase(g);
+    }
+  }
+  for (const std::string& n : released) {
+    if (absl::Status s = placer_.DeletePod(kAgentNamespace, n); !s.ok()) return s;
+  }
+  return placer_.Sync();
+}
+
+absl::Status Driver::EnsureProject(const PodArrival& a) {
+  if (a.project.empty()) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shadow_.ProjectOfNamespace(a.namespace_name) == a.project) return absl::OkStatus();
+  }
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  w.Key("kind");
+  w.String("List");
+  w.Key("items");
+  w.StartArray();
+  w.StartObject();
+  w.Key("apiVersion");
+  w.String("v1");
+  w.Key("kind");
+  w.String("Namespace");
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("name");
+  Str(w, a.namespace_name);
+  w.Key("labels");
+  w.StartObject();
+  Str(w, MirrorOptions().project_label);
+  Str(w, a.project);
+  w.EndObject();
+  w.EndObject();
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  Event ev;
+  ev.type = EventType::kObjects;
+  ev.json.assign(buf.GetString(), buf.GetSize());
+  return ApplyObjects(ev, false);
+}
+
+absl::Status Driver::ApplyObjects(const Event& ev, bool start) {
+  absl::StatusOr<ObjectBatch> batch = DecodeObjects(ev.json);
+  if (!batch.ok()) return batch.status();
+  absl::Status s = start ? placer_.Start(ev.json, *batch) : placer_.ApplyObjects(ev.json, *batch);
+  if (!s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    ledger_.ApplyBatch(*batch);
+    shadow_.ApplyBatch(*batch);
+  }
+  return placer_.Sync();
+}
+
+absl::StatusOr<RunResult> Driver::Run() {
+  const std::vector<Event>& events = input_.trace.events;
+  {
+    absl::MutexLock lock(&mu_);
+    result_.policy = options_.policy;
+    result_.mode = placer_.Describe();
+    result_.seed = options_.seed;
+    result_.load = options_.load;
+  }
+  size_t first = 0;
+  if (!events.empty() && events[0].type == EventType::kObjects) {
+    if (absl::Status s = ApplyObjects(events[0], true); !s.ok()) return s;
+    if (options_.record != nullptr) options_.record->Write(events[0]);
+    first = 1;
+  } else {
+    const std::string empty = "{\"kind\":\"List\",\"items\":[]}";
+    if (absl::Status s = placer_.Start(empty, ObjectBatch{}); !s.ok()) return s;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (input_.cluster_gpus > 0) {
+      result_.cluster_gpus = input_.cluster_gpus;
+    } else {
+      // Physical GPUs: nvidia.com/gpu.count labels of the initial nodes.
+      absl::StatusOr<ObjectBatch> batch = first == 1 ? DecodeObjects(events[0].json) : ObjectBatch{};
+      if (batch.ok()) {
+        for (const NodeObject& n : batch->nodes) {
+          auto it = n.labels.find("nvidia.com/gpu.count");
+          int64_t c = 0;
+          if (it != n.labels.end() && absl::SimpleAtoi(it->second, &c)) result_.cluster_gpus += static_cast<double>(c);
+        }
+      }
+    }
+  }
+
+  const auto start = Clock::now();
+  size_t done = first;
+  auto progress = [&] {
+    if (options_.progress) options_.progress(done, events.size());
+  };
+  for (size_t i = first; i < events.size(); ++i) {
+    const Event& ev = events[i];
+    if (options_.record != nullptr) options_.record->Write(ev);
+    absl::Status s;
+    switch (ev.type) {
+      case EventType::kObjects:
+        s = ApplyObjects(ev, false);
+        break;
+      case EventType::kNodeAdd:
+      case EventType::kNodeUpdate: {
+        absl::StatusOr<ObjectBatch> b = DecodeObjects(ev.json);
+        if (!b.ok() || b->nodes.size() != 1) {
+          s = absl::InvalidArgumentError(absl::StrCat("event ", i + 1, ": node: ",
+                                                      b.ok() ? "not one Node" : b.status().message()));
+          break;
+        }
+        s = placer_.ApplyNode(ev.json, b->nodes[0]);
+        if (s.ok()) {
+          {
+            absl::MutexLock lock(&mu_);
+            ledger_.ApplyNode(b->nodes[0]);
+            shadow_.ApplyNode(b->nodes[0]);
+          }
+          s = placer_.Sync();
+        }
+        break;
+      }
+      case EventType::kNodeRemove: {
+        s = placer_.RemoveNode(ev.name);
+        if (s.ok()) {
+          {
+            absl::MutexLock lock(&mu_);
+            ledger_.RemoveNode(ev.name);
+            shadow_.RemoveNode(ev.name);
+          }
+          s = placer_.Sync();
+        }
+        break;
+      }
+      case EventType::kPodDelete:
+        s = Delete(ev.pod.namespace_name, ev.pod.name);
+        break;
+      case EventType::kPodArrive: {
+        if (options_.concurrency <= 1) {
+          if (absl::Status p = EnsureProject(ev.pod); !p.ok()) return p;
+          absl::StatusOr<PodPlan> plan = MakePlan(ev.pod);
+          if (!plan.ok()) return plan.status();
+          if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
+          s = Schedule(*plan);
+          break;
+        }
+        // A run of consecutive arrivals, decided by `concurrency` clients at once.
+        size_t end = i;
+        while (end < events.size() && events[end].type == EventType::kPodArrive) ++end;
+        std::vector<PodPlan> plans;
+        for (size_t j = i; j < end; ++j) {
+          if (j > i && options_.record != nullptr) options_.record->Write(events[j]);
+          if (absl::Status p = EnsureProject(events[j].pod); !p.ok()) return p;
+          absl::StatusOr<PodPlan> plan = MakePlan(events[j].pod);
+          if (!plan.ok()) return plan.status();
+          if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
+          plans.push_back(*std::move(plan));
+        }
+        std::atomic<size_t> next{0};
+        absl::Mutex err_mu;
+        absl::Status first_error;
+        std::vector<std::thread> workers;
+        for (int32_t w = 0; w < options_.concurrency; ++w) {
+          workers.emplace_back([&] {
+            for (size_t k = next++; k < plans.size(); k = next++) {
+              absl::Status e = Schedule(plans[k]);
+              if (!e.ok()) {
+                absl::MutexLock l(&err_mu);
+                if (first_error.ok()) first_error = e;
+              }
+            }
+          });
+        }
+        for (std::thread& t : workers) t.join();
+        s = first_error;
+        done += end - i - 1;
+        i = end - 1;
+        break;
+      }
+    }
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("event ", i + 1, " (", EventTypeName(ev.type), "): ", s.message()));
+    ++done;
+    if ((done & 255) == 0) progress();
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  progress();
+
+  std::optional<AuditReport> mirror_audit = placer_.MirrorAudit();  // not under mu_: lock order
+  absl::MutexLock lock(&mu_);
+  RunResult r = std::move(result_);
+  r.mirror_audit = std::move(mirror_audit);
+  r.wall_seconds = wall;
+  r.decisions_per_second = wall > 0 ? static_cast<double>(r.pods_arrived) / wall : 0;
+  if (r.cluster_gpus > 0) {
+    r.gpu_allocation = r.allocated_gpu / r.cluster_gpus;
+    r.unallocated_gpus = r.cluster_gpus - r.allocated_gpu;
+    r.curve.emplace_back(100 * r.arrived_gpu / r.cluster_gpus, 100 * r.gpu_allocation);
+  }
+  r.fragmentation = model_.ClusterFragmentation(shadow_);
+  r.idle_gpus = model_.ClusterIdle(shadow_);
+  r.affinity_ratio = r.tickets_placed > 0
+                         ? static_cast<double>(r.tickets_on_owned_unit) / static_cast<double>(r.tickets_placed)
+                         : -1;
+  r.audit = ledger_.Audit();
+  for (auto& [verb, us] : latency_) r.latency[verb] = Summarise(std::move(us));
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<RunResult> RunReplay(const ReplayInput& input, Placer& placer,
+                                    const ReplayOptions& options) {
+  FragmentationOptions fo;
+  fo.tasks = TaskMixOf(input);
+  fo.twins = input.twins;
+  // The report's fragmentation counts host resources too (read under the driver's lock).
+  const Driver* self = nullptr;
+  fo.host_free = [&self](absl::string_view node, int64_t* cpu, int64_t* memory) {
+    return self != nullptr && self->HostFreeLocked(node, cpu, memory);
+  };
+  absl::StatusOr<FragmentationModel> model = FragmentationModel::Create(input.catalog, std::move(fo));
+  if (!model.ok()) return model.status();
+  Driver driver(input, placer, options, *std::move(model));
+  self = &driver;
+  if (options.host != nullptr) {
+    options.host->Attach([&driver](absl::string_view node, int64_t* cpu, int64_t* memory) {
+      return driver.HostFree(node, cpu, memory);
+    });
+  }
+  absl::StatusOr<RunResult> r = driver.Run();
+  if (options.host != nullptr) options.host->Attach(nullptr);
+  absl::Status stopped = placer.Stop();
+  if (!r.ok()) return r;
+  if (!stopped.ok()) return stopped;
+  return r;
+}
+
+}  // namespace gse::replay

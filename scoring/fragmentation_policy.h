@@ -1,0 +1,112 @@
+// Fragmentation-aware placement ("fgd") and a BestFit comparator ("bestfit").
+//
+// "fgd" re-derives Fragmentation Gradient Descent (Weng et al., USENIX ATC'23) for the
+// extender's units. The idle capacity of a node is a set of devices: a whole GPU, a MIG slice
+// (worth g/7 of a GPU for a "<g>g.*" profile), each with what is free on it (a free exclusive
+// unit, free MPS shares, an empty time-sliced unit). Given the expected task mix M (task
+// classes with popularity p_t), the fragmentation of a node is
+//     F(node) = sum_t p_t * frag_t(node)
+//     frag_t  = all idle capacity of the node,            when task t fits nowhere on it
+//             = idle capacity on devices that cannot host t, when it fits
+// i.e. the idle GPU capacity that the task mix is expected not to be able to use. A placement
+// is scored by how little it increases F (the "gradient" of the cluster's fragmentation is the
+// node's delta, since other nodes are unchanged); on the node, ChooseUnits takes the unit whose
+// placement increases F least, so the score describes exactly the units bind will reserve.
+//
+// Twins: an offering pair (exclusive, mps) whose unit i on a node is the same physical GPU
+// (the replayer's openb mapping advertises every GPU both ways; see docs/replay.md). Such a
+// device's idle capacity is the larger of its two views, never their sum.
+//
+// "bestfit" scores by the idle capacity the node has left after the placement (less is
+// better) and takes the fullest unit that fits; like the FGD paper's BestFit, but GPU-only
+// (the extender sees no CPU).
+//
+// Scores are integers 0..10 (kube-scheduler's extender range): 10 - bucket(x), with x the
+// fragmentation the placement adds beyond the capacity it consumes (fgd) or the capacity left
+// (bestfit), bucketed finely near 0 where decisions matter (kScoreBuckets in the .cc).
+// Both policies are stateless toward callers and thread-safe; "fgd" memoises F per node shape
+// behind a mutex (bounded, cleared when full).
+#ifndef GSE_SCORING_FRAGMENTATION_POLICY_H_
+#define GSE_SCORING_FRAGMENTATION_POLICY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scoring/policies.h"
+#include "state/catalog.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+
+// One class of the expected task mix.
+struct TaskClass {
+  std::string resource;  // catalog resource name (or alias) the task requests
+  int64_t amount = 1;    // units (exclusive), shares (mps), 1 (time-sliced)
+  // GPU products the task may run on (prefix of the node's nvidia.com/gpu.product, as catalog
+  // products are matched); empty = any.
+  std::vector<std::string> products;
+  double weight = 1;  // popularity; normalised over the mix
+  // Host resources the task asks for besides the GPU (milli-cpu, bytes x 1000), used only
+  // with FragmentationOptions::host_free; 0 = none.
+  int64_t cpu_milli = 0;
+  int64_t memory_milli = 0;
+};
+
+// Free cpu and memory of a node (milli-units), when the caller knows them; false = unknown.
+using HostFreeFn = std::function<bool(absl::string_view node, int64_t* cpu_milli,
+                                      int64_t* memory_milli)>;
+
+struct FragmentationOptions {
+  std::vector<TaskClass> tasks;
+  // (exclusive offering, mps offering) pairs whose unit i on a node is one device.
+  std::vector<std::pair<std::string, std::string>> twins;
+  // Optional host view. The mirror tracks GPU units only; where the free cpu and memory of
+  // nodes are known (the replayer passes kube-scheduler's own accounting), a task that lacks
+  // them on a node counts all the node's idle GPU capacity as fragment, as FGD's "lack CPU"
+  // quadrants do, and a placement is assumed to take the mean cpu/memory of its task class.
+  HostFreeFn host_free;
+  // Optional: the cpu and memory of the pod being decided, when the caller knows it (the
+  // replayer with one scheduler client); else the mean of its task class is assumed.
+  std::function<bool(int64_t* cpu_milli, int64_t* memory_milli)> pod_host_demand;
+};
+
+// Validates the options against the catalog (known resources, amounts within the offering,
+// twins exclusive+mps of unit kind gpu). Errors name the task index or twin and the field.
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeFragmentationPolicy(
+    std::shared_ptr<const Catalog> catalog, FragmentationOptions options);
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeBestFitPolicy(
+    std::shared_ptr<const Catalog> catalog,
+    std::vector<std::pair<std::string, std::string>> twins);
+
+// The same model, for reports: fragmentation and idle capacity in GPU-equivalents.
+class FragmentationModel {
+ public:
+  static absl::StatusOr<FragmentationModel> Create(std::shared_ptr<const Catalog> catalog,
+                                                   FragmentationOptions options);
+  FragmentationModel(FragmentationModel&&) noexcept;
+  FragmentationModel& operator=(FragmentationModel&&) noexcept;
+  ~FragmentationModel();
+
+  double NodeFragmentation(const NodeState& node) const;
+  double NodeIdle(const NodeState& node) const;
+  // Sums over every node that is not removed.
+  double ClusterFragmentation(const ClusterState& state) const;
+  double ClusterIdle(const ClusterState& state) const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit FragmentationModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gse
+
+#endif  // GSE_SCORING_FRAGMENTATION_POLICY_H_

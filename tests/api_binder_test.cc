@@ -1,0 +1,176 @@
+// ApiBinder against the fake API server: the recorded v1.Binding wire format, one write that
+// sets spec.nodeName and the annotations, every refusal surfaced with the API's reason, retries
+// of ambiguous failures, and a bind that timed out but committed.
+#include "extender/api_binder.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_apiserver.h"
+#include "tests/testing/paths.h"
+
+namespace gse {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeApiServer;
+using testing::PodView;
+
+const std::map<std::string, std::string> kAnnotations = {
+    {"gpu.themelio.io/unit", "mig-a/nvidia.com/mig-1g.5gb.shared/0"}};
+constexpr char kNb1Uid[] = "ff88a4c8-b864-4061-8738-bb5f0d63b1ed";  // list-pods.json
+
+class ApiBinderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fake_.Start().ok());
+    ASSERT_TRUE(fake_.LoadRecordedCluster().ok());  // team-a/nb-1 is pending
+    KubeConfig config;
+    config.server = fake_.url();
+    config.token = "test-token";
+    client_ = std::move(*KubeClient::Create(config));
+  }
+
+  ApiBinder Binder(absl::Duration deadline = absl::Seconds(4),
+                   absl::Duration attempt = absl::Seconds(2)) {
+    ApiBinderOptions o;
+    o.deadline = deadline;
+    o.attempt_timeout = attempt;
+    o.retry_backoff = absl::Milliseconds(20);
+    return ApiBinder(client_.get(), o);
+  }
+
+  PodView Pod(const std::string& key) {
+    for (const PodView& p : fake_.Pods()) {
+      if (p.key == key) return p;
+    }
+    return PodView();
+  }
+
+  BindTarget Nb1(const std::string& uid = kNb1Uid) { return BindTarget{"nb-1", "team-a", uid, "mig-a"}; }
+
+  FakeApiServer fake_;
+  std::unique_ptr<KubeClient> client_;
+};
+
+TEST_F(ApiBinderTest, BindingBodyIsTheRecordedRequest) {
+  BindTarget t{"nb-0", "team-a", "de697f1e-d915-473c-a8ba-f0eadff79666", "mig-a"};
+  std::string recorded =
+      testing::ReadFileOrDie(testing::SharedPath("protocol/kube-api-1.26/binding-request.json"));
+  while (!recorded.empty() && recorded.back() == '\n') recorded.pop_back();
+  EXPECT_EQ(ApiBinder::BindingBody(t, kAnnotations), recorded);
+}
+
+TEST_F(ApiBinderTest, BindSetsNodeAndAnnotationsInOneWrite) {
+  const std::string rv_before = fake_.resource_version();
+  ApiBinder binder = Binder();
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
+  PodView p = Pod("team-a/nb-1");
+  EXPECT_EQ(p.node, "mig-a");
+  EXPECT_EQ(p.annotations.at("gpu.themelio.io/unit"), "mig-a/nvidia.com/mig-1g.5gb.shared/0");
+  int64_t before = 0, after = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(rv_before, &before));
+  ASSERT_TRUE(absl::SimpleAtoi(fake_.resource_version(), &after));
+  EXPECT_EQ(after, before + 1);  // one write
+  EXPECT_EQ(fake_.RequestCount("POST", "/binding"), 1);
+}
+
+TEST_F(ApiBinderTest, UidPreconditionProtectsARecreatedPod) {
+  ApiBinder binder = Binder();
+  absl::Status s = binder.Bind(Nb1("00000000-0000-0000-0000-000000000000"), kAnnotations);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(KubeErrorOf(s).http_code, 409);
+  EXPECT_EQ(KubeErrorOf(s).reason, "Conflict");
+  EXPECT_THAT(s.message(), HasSubstr("Precondition failed: UID in precondition"));
+  EXPECT_EQ(Pod("team-a/nb-1").node, "");
+}
+
+TEST_F(ApiBinderTest, PodBoundElsewhereIsAConflict) {
+  ApiBinder binder = Binder();
+  ASSERT_TRUE(binder.Bind(BindTarget{"nb-1", "team-a", kNb1Uid, "gpu-node-a"}, {}).ok());
+  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(KubeErrorOf(s).reason, "Conflict");
+  EXPECT_THAT(s.message(), HasSubstr("is already assigned to node \"gpu-node-a\""));
+  EXPECT_EQ(Pod("team-a/nb-1").node, "gpu-node-a");
+}
+
+TEST_F(ApiBinderTest, MissingPodIsNotFound) {
+  ApiBinder binder = Binder();
+  absl::Status s = binder.Bind(BindTarget{"ghost", "team-a", "", "mig-a"}, kAnnotations);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(KubeErrorOf(s).message, "pods \"ghost\" not found");
+}
+
+TEST_F(ApiBinderTest, TransientServerErrorIsRetried) {
+  FakeApiServer::Fault f;
+  f.method = "POST";
+  f.path_contains = "/binding";
+  f.status = 500;
+  fake_.AddFault(f);
+  ApiBinder binder = Binder();
+  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(binder.attempts(), 2);
+  EXPECT_EQ(Pod("team-a/nb-1").node, "mig-a");
+}
+
+TEST_F(ApiBinderTest, PersistentServerErrorFailsWithinTheDeadlineWithTheReason) {
+  FakeApiServer::Fault f;
+  f.method = "POST";
+  f.path_contains = "/binding";
+  f.status = 500;
+  f.times = -1;
+  fake_.AddFault(f);
+  ApiBinder binder = Binder(absl::Milliseconds(600), absl::Milliseconds(200));
+  absl::Time start = absl::Now();
+  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(KubeErrorOf(s).http_code, 500);
+  EXPECT_EQ(KubeErrorOf(s).reason, "InternalError");
+  EXPECT_THAT(s.message(), HasSubstr("injected failure"));
+  EXPECT_GE(binder.attempts(), 2);
+  EXPECT_EQ(Pod("team-a/nb-1").node, "");
+}
+
+TEST_F(ApiBinderTest, AnswerLostAfterCommitIsRecognisedAsBound) {
+  // The binding commits, but its answer comes later than the attempt's timeout: the retry
+  // meets "already assigned" and reading the pod shows our node and annotations.
+  FakeApiServer::Fault f;
+  f.method = "POST";
+  f.path_contains = "/binding";
+  f.delay_after = absl::Seconds(2);
+  fake_.AddFault(f);
+  ApiBinder binder = Binder(absl::Seconds(2), absl::Milliseconds(300));
+  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(binder.confirmed_by_read(), 1);
+  EXPECT_EQ(Pod("team-a/nb-1").node, "mig-a");
+}
+
+TEST_F(ApiBinderTest, TimeoutWithoutCommitIsAnError) {
+  FakeApiServer::Fault f;
+  f.method = "POST";
+  f.path_contains = "/binding";
+  f.times = -1;
+  f.delay_before = absl::Seconds(5);
+  fake_.AddFault(f);
+  ApiBinder binder = Binder(absl::Milliseconds(700), absl::Milliseconds(300));
+  absl::Time start = absl::Now();
+  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("timed out"));
+  EXPECT_EQ(Pod("team-a/nb-1").node, "");
+}
+
+}  // namespace
+}  // namespace gse

@@ -1,0 +1,224 @@
+// Leader election on a coordination.k8s.io/v1 Lease served by the fake API server, with short
+// durations (lease 1s, renew deadline 0.6s, retry 0.2s): exactly one leader, take-over within a
+// lease duration, and a leader that loses the lease (or cannot renew) stops at once.
+#include "extender/leader_election.h"
+
+#include <atomic>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+#include "tests/testing/fake_apiserver.h"
+
+namespace gse {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeApiServer;
+
+constexpr char kLeasePath[] = "/apis/coordination.k8s.io/v1/namespaces/gpu-slice-extender/leases/gpu-slice-extender";
+
+template <typename Pred>
+bool Eventually(Pred pred, absl::Duration timeout) {
+  absl::Time until = absl::Now() + timeout;
+  while (absl::Now() < until) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return pred();
+}
+
+class LeaderElectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fake_.Start().ok());
+    KubeConfig config;
+    config.server = fake_.url();
+    config.token = "test-token";
+    client_ = std::move(*KubeClient::Create(config));
+    // As LiveCluster::Connect does before any thread starts. (It also makes libcpp-httplib
+    // build its function-local static regex in this thread: the library is not instrumented,
+    // so TSan cannot see the guard that orders that for the electors' threads.)
+    ASSERT_TRUE(client_->CheckReachable(1, absl::Milliseconds(10)).ok());
+  }
+
+  std::unique_ptr<LeaderElector> Elector(const std::string& id, bool release_on_stop = true) {
+    LeaderElectionOptions o;
+    o.identity = id;
+    o.lease_duration = absl::Seconds(1);
+    o.renew_deadline = absl::Milliseconds(600);
+    o.retry_period = absl::Milliseconds(200);
+    o.release_on_stop = release_on_stop;
+    o.log = [](const std::string&) {};
+    o.on_change = [this, id](bool leading) {
+      absl::MutexLock lock(&mu_);
+      changes_.push_back(absl::StrCat(id, leading ? "+" : "-"));
+    };
+    return std::make_unique<LeaderElector>(client_.get(), o);
+  }
+
+  rapidjson::Document Lease() {
+    rapidjson::Document doc;
+    std::optional<std::string> lease = fake_.Get("leases", "gpu-slice-extender", "gpu-slice-extender");
+    if (lease) doc.Parse(lease->c_str());
+    return doc;
+  }
+
+  std::vector<std::string> Changes() {
+    absl::MutexLock lock(&mu_);
+    return changes_;
+  }
+
+  FakeApiServer fake_;
+  std::unique_ptr<KubeClient> client_;
+  absl::Mutex mu_;
+  std::vector<std::string> changes_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(LeaderElectionTest, ExactlyOneOfTwoLeadsAndTheLeaseNamesIt) {
+  auto a = Elector("extender-a");
+  auto b = Elector("extender-b");
+  a->Start();
+  b->Start();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader() || b->IsLeader(); }, absl::Seconds(3)));
+  // Watch them for more than a lease duration: never two leaders, always one.
+  absl::Time until = absl::Now() + absl::Milliseconds(1500);
+  while (absl::Now() < until) {
+    const int leaders = (a->IsLeader() ? 1 : 0) + (b->IsLeader() ? 1 : 0);
+    ASSERT_EQ(leaders, 1);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  LeaderElector* leader = a->IsLeader() ? a.get() : b.get();
+  rapidjson::Document lease = Lease();
+  ASSERT_TRUE(lease.IsObject());
+  EXPECT_STREQ(lease["kind"].GetString(), "Lease");
+  EXPECT_EQ(std::string(lease["spec"]["holderIdentity"].GetString()), leader->identity());
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"].GetInt(), 1);
+  const std::regex micro_time(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)");
+  EXPECT_TRUE(std::regex_match(std::string(lease["spec"]["renewTime"].GetString()), micro_time));
+  EXPECT_TRUE(std::regex_match(std::string(lease["spec"]["acquireTime"].GetString()), micro_time));
+  EXPECT_EQ(leader->acquisitions(), 1);
+  b->Stop();
+  a->Stop();
+}
+
+TEST_F(LeaderElectionTest, StoppedLeaderReleasesAndTheOtherTakesOverQuickly) {
+  auto a = Elector("extender-a");
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader(); }, absl::Seconds(2)));
+  auto b = Elector("extender-b");
+  b->Start();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(b->IsLeader());
+  absl::Time stop = absl::Now();
+  a->Stop();
+  EXPECT_FALSE(a->IsLeader());
+  ASSERT_TRUE(Eventually([&] { return b->IsLeader(); }, absl::Seconds(1)));  // < one lease duration
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(1));
+  EXPECT_EQ(Lease()["spec"]["leaseTransitions"].GetInt(), 1);
+  EXPECT_THAT(Changes(), ::testing::ElementsAre("extender-a+", "extender-a-", "extender-b+"));
+  b->Stop();
+}
+
+TEST_F(LeaderElectionTest, CrashedLeaderIsReplacedAfterTheLeaseExpires) {
+  auto a = Elector("extender-a", /*release_on_stop=*/false);  // as after SIGKILL: no release
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader(); }, absl::Seconds(2)));
+  auto b = Elector("extender-b");
+  b->Start();
+  absl::SleepFor(absl::Milliseconds(300));
+  a->Stop();
+  absl::Time crash = absl::Now();
+  // Not before the lease expires on b's clock, and within a lease duration plus one retry.
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_FALSE(b->IsLeader());
+  ASSERT_TRUE(Eventually([&] { return b->IsLeader(); }, absl::Seconds(2)));
+  EXPECT_LT(absl::Now() - crash, absl::Milliseconds(1000 + 300 + 200));
+  b->Stop();
+}
+
+TEST_F(LeaderElectionTest, LeaderThatSeesAnotherHolderStopsAtOnce) {
+  auto a = Elector("extender-a");
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader(); }, absl::Seconds(2)));
+  // Someone else takes the lease (an operator, a replica with a skewed view).
+  ASSERT_TRUE(fake_.Mutate("leases", "gpu-slice-extender", "gpu-slice-extender",
+                           [](rapidjson::Document& d) {
+                             d["spec"]["holderIdentity"].SetString("intruder", d.GetAllocator());
+                           })
+                  .ok());
+  absl::Time taken = absl::Now();
+  ASSERT_TRUE(Eventually([&] { return !a->IsLeader(); }, absl::Seconds(1)));
+  EXPECT_LT(absl::Now() - taken, absl::Milliseconds(400));  // the next renewal, ~200 ms
+  EXPECT_EQ(Changes().back(), "extender-a-");
+  a->Stop();
+}
+
+TEST_F(LeaderElectionTest, LeaderThatCannotRenewStepsDownBeforeTheLeaseExpires) {
+  auto a = Elector("extender-a");
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader(); }, absl::Seconds(2)));
+  FakeApiServer::Fault down;
+  down.path_contains = "/leases";
+  down.times = -1;
+  down.status = 503;
+  fake_.AddFault(down);
+  ASSERT_TRUE(Eventually([&] { return !a->IsLeader(); }, absl::Seconds(2)));
+  const absl::Time stepped_down = absl::Now();
+  // The last successful renewal is what the lease says; a follower may take over one lease
+  // duration (1 s) after it. The leader stepped down at the renew deadline (600 ms), before.
+  absl::Time last_renewal;
+  std::string error;
+  ASSERT_TRUE(absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", Lease()["spec"]["renewTime"].GetString(),
+                              &last_renewal, &error))
+      << error;
+  EXPECT_GE(stepped_down - last_renewal, absl::Milliseconds(600));
+  EXPECT_LT(stepped_down - last_renewal, absl::Seconds(1));
+  fake_.ClearFaults();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader(); }, absl::Seconds(3)));  // and it comes back
+  a->Stop();
+}
+
+TEST_F(LeaderElectionTest, StaleLeaseUpdateIsAConflict) {
+  ASSERT_TRUE(client_->Post("/apis/coordination.k8s.io/v1/namespaces/gpu-slice-extender/leases",
+                            R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"gpu-slice-extender"},"spec":{"holderIdentity":"x"}})")
+                  .ok());
+  absl::StatusOr<std::string> r = client_->Put(
+      kLeasePath,
+      R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"gpu-slice-extender","resourceVersion":"1"},"spec":{"holderIdentity":"y"}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(KubeErrorOf(r.status()).http_code, 409);
+  EXPECT_THAT(r.status().message(), HasSubstr("the object has been modified"));
+  // Creating it twice is AlreadyExists.
+  absl::StatusOr<std::string> again = client_->Post(
+      "/apis/coordination.k8s.io/v1/namespaces/gpu-slice-extender/leases",
+      R"({"metadata":{"name":"gpu-slice-extender"},"spec":{}})");
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(LeaderElectionOptionsTest, InconsistentDurationsNameTheFlags) {
+  LeaderElectionOptions o;
+  EXPECT_TRUE(ValidateLeaderElectionOptions(o).ok());
+  o.renew_deadline = absl::Seconds(20);
+  absl::Status s = ValidateLeaderElectionOptions(o);
+  EXPECT_THAT(s.message(), HasSubstr("--leader-elect-lease-duration (15s) must be greater than "
+                                     "--leader-elect-renew-deadline (20s)"));
+  o = LeaderElectionOptions();
+  o.retry_period = absl::Seconds(10);
+  EXPECT_THAT(ValidateLeaderElectionOptions(o).message(), HasSubstr("--leader-elect-renew-deadline"));
+  o = LeaderElectionOptions();
+  o.lease_name = "";
+  EXPECT_THAT(ValidateLeaderElectionOptions(o).message(), HasSubstr("--leader-elect-resource-name"));
+  EXPECT_NE(DefaultIdentity(), DefaultIdentity());  // hostname + random: unique per process
+  EXPECT_EQ(FormatMicroTime(absl::FromUnixSeconds(1795860000)), "2026-11-28T10:00:00.000000Z");
+}
+
+}  // namespace
+}  // namespace gse
