@@ -100,6 +100,9 @@ ABSL_FLAG(std::string, client_ca, "",
 ABSL_FLAG(std::string, project_label, "gpu.themelio.io/project",
           "namespace label whose value names a namespace's project (quota tenant); namespaces "
           "without it are their own project");
+ABSL_FLAG(std::string, default_quota, "unlimited",
+          "quota of a project for an offering that no ResourceQuota names: \"unlimited\", or "
+          "\"zero\" (only projects with a ResourceQuota entry get GPUs)");
 
 namespace gse {
 namespace {
@@ -111,7 +114,8 @@ constexpr int kExitRuntime = 1;
 const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
     "threads",        "max_body_bytes", "read_timeout", "write_timeout", "keep_alive_timeout",
-    "audit_interval", "tls_cert",       "tls_key",      "client_ca",     "project_label"};
+    "audit_interval", "tls_cert",       "tls_key",      "client_ca",     "project_label",
+    "default_quota"};
 
 std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
 
@@ -343,6 +347,12 @@ absl::StatusOr<Config> LoadConfig() {
   const std::string label = absl::GetFlag(FLAGS_project_label);
   if (absl::Status s = CheckLabelKey(label); !s.ok()) return s;
   c.mirror_options.project_label = label;
+  const std::string default_quota = absl::GetFlag(FLAGS_default_quota);
+  if (default_quota != "unlimited" && default_quota != "zero") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--default-quota=\"", default_quota, "\": want \"unlimited\" or \"zero\""));
+  }
+  c.mirror_options.unlimited_without_quota = default_quota == "unlimited";
 
   const std::string policy_name = absl::GetFlag(FLAGS_policy);
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(policy_name);
@@ -755,9 +765,20 @@ int Run(int argc, char** argv) {
     const auto interval =
         std::chrono::microseconds(absl::ToInt64Microseconds(config->audit_interval));
     std::unique_lock<std::mutex> lock(stop_mu);
+    ReflectorCounters reported;  // what the metrics already show of the live cluster
     while (!stop_cv.wait_for(lock, interval, [&] { return stopping.load(); })) {
       lock.unlock();
       mirror_metrics.Refresh();
+      if (live) {
+        // The reflector counts per process, not per resource or call; its increments are
+        // reported under the "other" label value until it breaks them down.
+        const ReflectorCounters now = live->reflector_counters();
+        metrics.ObserveWatchRestart("other", now.watch_restarts - reported.watch_restarts);
+        metrics.ObserveApiError("other", now.api_errors - reported.api_errors);
+        metrics.ObserveDriftRepair("other", now.drift_repairs - reported.drift_repairs);
+        if (now.last_sync != absl::InfinitePast()) metrics.SetLastSync(now.last_sync);
+        reported = now;
+      }
       lock.lock();
     }
   });

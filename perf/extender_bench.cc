@@ -26,6 +26,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "extender/decision_log.h"
 #include "extender/extender_service.h"
 #include "extender/http_server.h"
 #include "httplib.h"
@@ -267,7 +268,11 @@ int Main() {
     return 2;
   }
   RecordOnlyBinder binder;
-  ExtenderService service(mirror.get(), std::move(*policy), &binder);
+  // Thousands of binds: the per-bind decision log would only measure stderr.
+  DecisionLog quiet(DecisionLogLevel::kOff, [](absl::string_view) {});
+  ServiceOptions service_options;
+  service_options.decision_log = &quiet;
+  ExtenderService service(mirror.get(), std::move(*policy), &binder, service_options);
   HttpServerOptions options;
   options.port = 0;
   options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "extender/api_binder.h"
+#include "extender/decision_log.h"
 #include "extender/extender_service.h"
 #include "extender/http_server.h"
 #include "httplib.h"
@@ -71,6 +72,8 @@ struct HttpPlacer::Impl {
   std::unique_ptr<KubeClient> client;
   std::unique_ptr<KubeReflector> reflector;
   std::unique_ptr<ApiBinder> binder;
+  // The replay reports decisions itself; the extender's per-bind log line would be noise.
+  DecisionLog quiet_log{DecisionLogLevel::kOff, [](absl::string_view) {}};
   std::unique_ptr<ExtenderService> service;
   std::unique_ptr<HttpServer> server;
   std::string base_url;  // scheme://host:port/prefix
@@ -226,7 +229,10 @@ absl::Status HttpPlacer::Start(const std::string& list_json, const ObjectBatch& 
     m.reflector->Start();
     if (!m.reflector->WaitForSync(absl::Seconds(60))) return absl::DeadlineExceededError("extender mirror did not sync from the API server");
     m.binder = std::make_unique<ApiBinder>(m.client.get());
-    m.service = std::make_unique<ExtenderService>(m.mirror.get(), std::move(m.policy), m.binder.get());
+    ServiceOptions service_options;
+    service_options.decision_log = &m.quiet_log;
+    m.service = std::make_unique<ExtenderService>(m.mirror.get(), std::move(m.policy), m.binder.get(),
+                                                  service_options);
     HttpServerOptions so;
     so.port = 0;
     so.threads = 8;

@@ -312,8 +312,13 @@ std::string SvgPlot(const std::vector<RunResult>& runs, const ReportContext& ctx
   }
   xmax = std::ceil(xmax / 10) * 10;
   const double ymax = 100;
-  auto X = [&](double x) { return left + pw * x / xmax; };
-  auto Y = [&](double y) { return top + ph * (1 - y / ymax); };
+  // Zoom on where policies differ: both axes start 10 points below the lowest final
+  // allocation (below it every policy places everything that arrives: the diagonal).
+  double lowest = 100;
+  for (const RunResult& r : runs) lowest = std::min(lowest, 100 * r.gpu_allocation);
+  const double lo = std::max(0.0, std::floor((lowest - 10) / 10) * 10);
+  auto X = [&](double x) { return left + pw * (x - lo) / (xmax - lo); };
+  auto Y = [&](double y) { return top + ph * (1 - (y - lo) / (ymax - lo)); };
   static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                   "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
   std::string s = absl::StrFormat(
@@ -323,15 +328,15 @@ std::string SvgPlot(const std::vector<RunResult>& runs, const ReportContext& ctx
   absl::StrAppend(&s, absl::StrFormat("<text x=\"%.0f\" y=\"24\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
                                       left, XmlEscape(ctx.title)));
   // Grid and axes.
-  for (int gx = 0; gx <= static_cast<int>(xmax); gx += 10) {
+  for (int gx = static_cast<int>(lo); gx <= static_cast<int>(xmax); gx += 10) {
     absl::StrAppend(&s, absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
-                                        X(gx), Y(0), X(gx), Y(ymax), X(gx), Y(0) + 18, gx));
+                                        X(gx), Y(lo), X(gx), Y(ymax), X(gx), Y(lo) + 18, gx));
   }
-  for (int gy = 0; gy <= 100; gy += 10) {
+  for (int gy = static_cast<int>(lo); gy <= 100; gy += lo >= 50 ? 5 : 10) {
     absl::StrAppend(&s, absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n",
-                                        X(0), Y(gy), X(xmax), Y(gy), X(0) - 6, Y(gy) + 4, gy));
+                                        X(lo), Y(gy), X(xmax), Y(gy), X(lo) - 6, Y(gy) + 4, gy));
   }
   absl::StrAppend(&s, absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n",
                                       left, top, pw, ph));
@@ -341,13 +346,15 @@ std::string SvgPlot(const std::vector<RunResult>& runs, const ReportContext& ctx
                                       top + ph / 2));
   // Everything that arrived is placed: the upper bound.
   absl::StrAppend(&s, absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-dasharray=\"4 4\"/>\n",
-                                      X(0), Y(0), X(ymax), Y(ymax)));
+                                      X(lo), Y(lo), X(ymax), Y(ymax)));
   int k = 0;
   for (const auto& [policy, rs] : ByPolicy(runs)) {
     const char* color = kColors[k % 10];
     const std::vector<std::pair<double, double>> curve = MeanCurve(rs);
     std::string points;
-    for (const auto& [x, y] : curve) absl::StrAppend(&points, absl::StrFormat("%.1f,%.1f ", X(x), Y(y)));
+    for (const auto& [x, y] : curve) {
+      if (x >= lo && y >= lo) absl::StrAppend(&points, absl::StrFormat("%.1f,%.1f ", X(x), Y(y)));
+    }
     absl::StrAppend(&s, absl::StrFormat("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n",
                                         color, points));
     const Stat alloc = Over(rs, [](const RunResult& r) { return 100 * r.gpu_allocation; });

@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-GSE_BUILD_TYPE=Release bash scripts/build.sh build
+GSE_BUILD_TYPE=Release bash scripts/build.sh build -DGSE_WERROR=ON
 exec build/bin/gpu-slice-extender "$@"

@@ -9,14 +9,17 @@ bash scripts/setup.sh
 variants="${GSE_TEST_VARIANTS:-normal asan tsan}"
 jobs="$(nproc)"
 for v in $variants; do
+  # The normal tree is the Release build that scripts/run.sh serves from. Sanitizer trees are
+  # built -O1 with line tables only: about half the compile time of -O2 -g on 2 cores, and
+  # still fast and precise enough for the sanitizers' reports.
   case "$v" in
-    normal) dir=build;      opts=(-DGSE_WERROR=ON) ;;
-    asan)   dir=build-asan; opts=(-DGSE_WERROR=ON -DGSE_SANITIZE=address) ;;
-    tsan)   dir=build-tsan; opts=(-DGSE_WERROR=ON -DGSE_SANITIZE=thread) ;;
+    normal) dir=build;      type=Release; opts=(-DGSE_WERROR=ON) ;;
+    asan)   dir=build-asan; type=Debug;   opts=(-DGSE_WERROR=ON -DGSE_SANITIZE=address "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1") ;;
+    tsan)   dir=build-tsan; type=Debug;   opts=(-DGSE_WERROR=ON -DGSE_SANITIZE=thread "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1") ;;
     *) echo "test: unknown variant $v" >&2; exit 2 ;;
   esac
   echo "=== $v build ($dir)" >&2
-  bash scripts/build.sh "$dir" "${opts[@]}"
+  GSE_BUILD_TYPE="$type" bash scripts/build.sh "$dir" "${opts[@]}"
   echo "=== $v tests" >&2
   # halt_on_error so a sanitizer report fails the test instead of scrolling by.
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

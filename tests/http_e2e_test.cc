@@ -30,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
@@ -803,6 +804,36 @@ TEST(HttpBinaryTest, ServesTheEmbeddedDemoClusterAndTheExampleRequests) {
   EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
 }
 
+// --default-quota: a project that no ResourceQuota names (the demo's "research" namespace) is
+// unlimited by default and gets nothing with --default-quota=zero.
+TEST(HttpBinaryTest, DefaultQuotaDecidesForProjectsWithoutResourceQuota) {
+  std::string body = ReadFileOrDie(SourcePath("examples/filter-request.json"));
+  body = absl::StrReplaceAll(body, {{"\"team-a\"", "\"research\""},
+                                    {"nvidia.com/mig-1g.5gb.shared", "nvidia.com/gpu"}});
+  for (const char* mode : {"unlimited", "zero"}) {
+    SCOPED_TRACE(mode);
+    auto child = StartBinary({"--listen=127.0.0.1:0", absl::StrCat("--default-quota=", mode)});
+    ASSERT_NE(child, nullptr);
+    httplib::Client client("127.0.0.1", child->ListenPort());
+    httplib::Result r = PostJson(client, "/filter", body);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    rapidjson::Document filter = Parse(r->body);
+    ASSERT_TRUE(filter["NodeNames"].IsArray()) << r->body;
+    if (std::string(mode) == "unlimited") {
+      EXPECT_GE(filter["NodeNames"].Size(), 1u) << "h100 nodes have free GPUs: " << r->body;
+    } else {
+      EXPECT_EQ(filter["NodeNames"].Size(), 0u) << r->body;
+      ASSERT_TRUE(filter["FailedAndUnresolvableNodes"].IsObject()) << r->body;
+      ASSERT_TRUE(filter["FailedAndUnresolvableNodes"].HasMember("h100-1")) << r->body;
+      EXPECT_STREQ(filter["FailedAndUnresolvableNodes"]["h100-1"].GetString(),
+                   "project quota exhausted");
+    }
+    child->Signal(SIGTERM);
+    EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
+  }
+}
+
 TEST(HttpBinaryTest, SigtermAnswersTheRequestInFlightThenExitsZero) {
   // A long keep-alive timeout: exiting must not wait for idle connections.
   auto child = StartBinary({"--listen=127.0.0.1:0", "--keep-alive-timeout=60s"});
@@ -903,6 +934,7 @@ TEST(HttpBinaryTest, ConfigurationErrorsExit2AndNameTheFlag) {
       {{"--write-timeout=soon"}, {"--write-timeout"}},
       {{"--prefix=a b"}, {"--prefix"}},
       {{"--project-label=not a label"}, {"--project-label"}},
+      {{"--default-quota=some"}, {"--default-quota", "unlimited", "zero"}},
       {{"--catalog=/nonexistent/catalog.yaml"}, {"--catalog", "/nonexistent/catalog.yaml"}},
       {{"--catalog=" + dir.File("bad-catalog.yaml")}, {"--catalog", "bad-catalog.yaml"}},
       {{"--snapshot=/nonexistent/snap.json"}, {"--snapshot", "/nonexistent/snap.json"}},
@@ -932,7 +964,7 @@ TEST(HttpBinaryTest, HelpAndVersion) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag : {"--listen", "--prefix", "--catalog", "--snapshot", "--policy",
                            "--threads", "--max-body-bytes", "--read-timeout", "--write-timeout",
-                           "--tls-cert", "--tls-key", "--client-ca", "--project-label",
+                           "--tls-cert", "--tls-key", "--client-ca", "--project-label", "--default-quota",
                            "affinity-pack", "127.0.0.1:8888", "gpu.themelio.io/project"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }

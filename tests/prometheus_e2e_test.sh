@@ -37,7 +37,7 @@
 #       bound) what http_load counted itself.
 #  5. `promtool check metrics` on a real /metrics scrape; its series count is printed.
 #  6. The extender's decision log has one parseable JSON line per bind.
-# Prometheus and the extender are stopped by PID (trap on EXIT). Runs in ~15-25 s.
+# Prometheus and the extender are stopped by PID (trap on EXIT). Runs in ~12-15 s.
 # Needs: prometheus, promtool, node (+ tests/deploy's npm packages for the YAML parser), curl.
 # The last line is "N passed, M failed"; the exit status is non-zero when any check failed.
 set -uo pipefail
