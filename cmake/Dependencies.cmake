@@ -42,5 +42,8 @@ if(GSE_SANITIZE STREQUAL "thread")
   foreach(sym ${GSE_TSAN_WRAPPED_SYMBOLS})
     target_link_options(gse_sanitizer_support INTERFACE "LINKER:--wrap=${sym}")
   endforeach()
-  target_link_libraries(gse_sanitizer_support INTERFACE gse_tsan_absl)
+  # Whole archive: every executable must define the __wrap_ symbols, also those whose own
+  # objects never lock a Mutex but link an Abseil DSO that does (ld then checks the DSO's
+  # wrapped references against the executable).
+  target_link_libraries(gse_sanitizer_support INTERFACE "$<LINK_LIBRARY:WHOLE_ARCHIVE,gse_tsan_absl>")
 endif()
