@@ -102,22 +102,7 @@ std::string PodJson(const std::string& ns, const std::string& name, const std::s
     w.StartArray();
     w.StartObject();
     w.Key("matchExpressions");
-    w.StartArray();
-    for (const SelectorRequirement& r : affinity) {
-      w.StartObject();
-      w.Key("key");
-      Str(w, r.key);
-      w.Key("operator");
-      Str(w, r.op);
-      if (!r.values.empty()) {
-        w.Key("values");
-        w.StartArray();
-        for (const std::string& v : r.values) Str(w, v);
-        w.EndArray();
-      }
-      w.EndObject();
-    }
-    w.EndArray();
+    WriteSelectorRequirements(w, affinity);
     w.EndObject();
     w.EndArray();
     w.EndObject();

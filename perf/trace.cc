@@ -366,22 +366,7 @@ std::string EventJson(const Event& ev) {
       }
       if (!p.affinity.empty()) {
         w.Key("affinity");
-        w.StartArray();
-        for (const SelectorRequirement& r : p.affinity) {
-          w.StartObject();
-          w.Key("key");
-          Str(w, r.key);
-          w.Key("operator");
-          Str(w, r.op);
-          if (!r.values.empty()) {
-            w.Key("values");
-            w.StartArray();
-            for (const std::string& v : r.values) Str(w, v);
-            w.EndArray();
-          }
-          w.EndObject();
-        }
-        w.EndArray();
+        WriteSelectorRequirements(w, p.affinity);
       }
       if (p.gpu >= 0) {
         w.Key("gpu");
@@ -423,6 +408,26 @@ absl::Status TraceWriter::Close() {
   f_ = nullptr;
   if (err || rc != 0) return absl::DataLossError(absl::StrCat("--record=", path_, ": write failed"));
   return absl::OkStatus();
+}
+
+void WriteSelectorRequirements(rapidjson::Writer<rapidjson::StringBuffer>& w,
+                               const std::vector<SelectorRequirement>& reqs) {
+  w.StartArray();
+  for (const SelectorRequirement& r : reqs) {
+    w.StartObject();
+    w.Key("key");
+    Str(w, r.key);
+    w.Key("operator");
+    Str(w, r.op);
+    if (!r.values.empty()) {
+      w.Key("values");
+      w.StartArray();
+      for (const std::string& v : r.values) Str(w, v);
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
 }
 
 }  // namespace gse::replay

@@ -34,6 +34,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 
 namespace gse::replay {
 
@@ -44,6 +46,11 @@ struct SelectorRequirement {
   std::string op;  // In, NotIn, Exists, DoesNotExist
   std::vector<std::string> values;
 };
+
+// Writes `reqs` as a JSON array of Kubernetes NodeSelectorRequirements
+// ({"key","operator","values"}), as both the trace format and Pod objects spell them.
+void WriteSelectorRequirements(rapidjson::Writer<rapidjson::StringBuffer>& w,
+                               const std::vector<SelectorRequirement>& reqs);
 
 struct PodArrival {
   std::string namespace_name;
