@@ -336,6 +336,19 @@ bool OwnsFreeTicketAnywhere(const ClusterState& state, const Offering& offering,
 
 }  // namespace
 
+bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project) {
+  if (unit.Empty()) return true;
+  switch (offering.sharing) {
+    case Sharing::kExclusive:
+      return false;
+    case Sharing::kTimeSliced:
+      return project != kNoProject && unit.owner == project;
+    case Sharing::kMps:
+      return !offering.mps_single_project || (project != kNoProject && unit.owner == project);
+  }
+  return false;
+}
+
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
                   const Evictions& evicted) {
   NodeFit fit;

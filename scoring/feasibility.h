@@ -46,6 +46,12 @@ absl::string_view FitReasonText(FitReason reason);
 // Short stable label for metrics ("node_unknown", "quota_exhausted", ...).
 absl::string_view FitReasonLabel(FitReason reason);
 
+// May a new holder of `project` join `unit` (ignoring free capacity)? Empty units admit
+// anyone; exclusive units no one else; time-sliced units (and single-project MPS units) only
+// their owner project (I2); other MPS units anyone. The one statement of this rule that the
+// policies use when they choose units.
+bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project);
+
 // Pod-keys whose holdings are to be ignored (preemption victims); empty for plain filter.
 using Evictions = absl::flat_hash_set<std::string>;
 

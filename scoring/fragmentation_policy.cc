@@ -102,20 +102,6 @@ int32_t ModelFree(const Unit& unit, Sharing sharing) {
   return 0;
 }
 
-// May a new holder of `project` join `unit` (I2), as policies.cc reads it.
-bool Admits(const Unit& unit, const Offering& offering, ProjectId project) {
-  if (unit.Empty()) return true;
-  switch (offering.sharing) {
-    case Sharing::kExclusive:
-      return false;
-    case Sharing::kTimeSliced:
-      return project != kNoProject && unit.owner == project;
-    case Sharing::kMps:
-      return !offering.mps_single_project || (project != kNoProject && unit.owner == project);
-  }
-  return false;
-}
-
 }  // namespace
 
 struct FragmentationModel::Impl {
@@ -540,7 +526,7 @@ class FragPolicyBase : public PlacementPolicy {
         const Unit* chosen = nullptr;
         std::vector<std::pair<int32_t, bool>> seen;  // (free, empty): units in the same state score alike
         for (const Unit& unit : no.units) {
-          if (unit.draining || unit.Free() < request.amount || !Admits(unit, offering, project)) {
+          if (unit.draining || unit.Free() < request.amount || !UnitAdmitsProject(unit, offering, project)) {
             continue;
           }
           const std::pair<int32_t, bool> state{unit.Free(), unit.Empty()};

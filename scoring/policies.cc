@@ -25,20 +25,6 @@ constexpr absl::string_view kSpread = "spread";
 
 enum class Mode { kPack, kSpread };
 
-// May a new holder of `project` join `unit`? (I2 for time-sliced and single-project MPS.)
-bool Admits(const Unit& unit, const Offering& offering, ProjectId project) {
-  if (unit.Empty()) return true;
-  switch (offering.sharing) {
-    case Sharing::kExclusive:
-      return false;
-    case Sharing::kTimeSliced:
-      return project != kNoProject && unit.owner == project;
-    case Sharing::kMps:
-      return !offering.mps_single_project || (project != kNoProject && unit.owner == project);
-  }
-  return false;
-}
-
 bool OwnedWithFreeTicket(const Unit& unit, ProjectId project) {
   return project != kNoProject && !unit.Empty() && unit.owner == project && unit.Free() >= 1;
 }
@@ -132,7 +118,7 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
       const Unit* best = nullptr;
       int64_t admissible_free = 0;
       for (const Unit& unit : no.units) {
-        if (!Admits(unit, offering, project)) continue;
+        if (!UnitAdmitsProject(unit, offering, project)) continue;
         admissible_free += unit.Free();
         if (unit.Free() < request.amount) continue;
         if (best == nullptr || (mode == Mode::kPack ? unit.Free() < best->Free()
