@@ -205,14 +205,6 @@ bool QuotaAllows(const ClusterState& state, ProjectId project, const Offering& o
   return EffectiveUsage(state, project, offering, evicted) + more <= quota;
 }
 
-bool SelectorMatches(const Offering& offering, const NodeState& node) {
-  for (const auto& [key, value] : offering.node_selector) {
-    auto it = node.labels.find(key);
-    if (it == node.labels.end() || it->second != value) return false;
-  }
-  return true;
-}
-
 // Checks that do not depend on holders: node known, offering there, usable, selected.
 // Sets *no_out when the offering passes them.
 FitReason StaticCheck(const Offering& offering, const NodeState* node,
@@ -224,20 +216,51 @@ FitReason StaticCheck(const Offering& offering, const NodeState* node,
   const NodeOffering* no = node->Find(offering.id);
   if (no == nullptr || no->advertised_units == 0) return FitReason::kOfferingNotOnNode;
   if (!no->unusable_reason.empty()) return FitReason::kOfferingUnusable;
-  if (!SelectorMatches(offering, *node)) return FitReason::kNodeSelector;
+  if (!OfferingSelectsNode(offering, *node)) return FitReason::kNodeSelector;
   *no_out = no;
   return FitReason::kFits;
 }
 
-// True when the project owns a unit of the offering with a free ticket (time-sliced).
-bool HasOwnedFreeTicket(const ClusterState& state, const Offering& offering,
-                        const NodeOffering& no, ProjectId project, const Evictions& evicted) {
-  if (project == kNoProject) return false;
+// What the placement rules need to know about one node offering for one project.
+struct Room {
+  int32_t empty_units = 0;          // empty units a new holder may take whole
+  bool owned_with_ticket = false;   // time-sliced: a unit the project owns has a free ticket
+  int32_t max_admissible_free = 0;  // most tickets/shares one unit admitting the project has
+};
+
+// From the mirror's summary: O(owners on the node). Only valid without evictions.
+Room RoomFromSummary(const OfferingSummary& summary, const Offering& offering,
+                     ProjectId project) {
+  Room room;
+  room.empty_units = summary.empty_units;
+  const OwnedUnits* owned = project == kNoProject ? nullptr : summary.Owned(project);
+  room.owned_with_ticket = owned != nullptr && owned->with_room > 0;
+  if (offering.sharing == Sharing::kMps && !offering.mps_single_project) {
+    room.max_admissible_free = summary.max_free;  // every unit admits every project
+  } else {
+    room.max_admissible_free = summary.max_free_empty;
+    // Exclusive units admit no second holder; the others admit their owner project (I2).
+    if (owned != nullptr && offering.sharing != Sharing::kExclusive) {
+      room.max_admissible_free = std::max(room.max_admissible_free, owned->max_free);
+    }
+  }
+  return room;
+}
+
+// From the units with the evictions overlaid: the same facts, one scan.
+Room RoomFromUnits(const ClusterState& state, const NodeOffering& no, const Offering& offering,
+                   ProjectId project, const Evictions& evicted) {
+  Room room;
   for (const Unit& unit : no.units) {
     const UnitView v = ViewUnit(state, unit, evicted);
-    if (!v.empty && v.free >= 1 && AdmitsProject(v, offering, project)) return true;
+    if (v.empty && v.free >= 1) ++room.empty_units;
+    if (!AdmitsProject(v, offering, project)) continue;
+    room.max_admissible_free = std::max(room.max_admissible_free, v.free);
+    if (!v.empty && v.free >= 1 && offering.sharing == Sharing::kTimeSliced) {
+      room.owned_with_ticket = true;
+    }
   }
-  return false;
+  return room;
 }
 
 struct Verdict {
@@ -268,70 +291,46 @@ Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId p
   verdict.reason = StaticCheck(offering, node, &no);
   if (verdict.reason != FitReason::kFits) return verdict;
 
+  // Without evictions the mirror's summary says it all; preemption overlays the victims.
+  const Room room = evicted.empty() ? RoomFromSummary(no->summary, offering, project)
+                                    : RoomFromUnits(state, *no, offering, project, evicted);
+  int64_t new_usage = request.amount;
   switch (offering.sharing) {
-    case Sharing::kExclusive: {
-      int64_t free_units = 0;
-      for (const Unit& unit : no->units) {
-        const UnitView v = ViewUnit(state, unit, evicted);
-        if (v.empty && v.free >= 1) ++free_units;
-      }
-      if (free_units < request.amount) {
+    case Sharing::kExclusive:
+      if (room.empty_units < request.amount) {
         verdict.reason = FitReason::kNoFreeUnit;
-      } else if (!QuotaAllows(state, project, offering, evicted, request.amount)) {
-        verdict.reason = FitReason::kQuotaExhausted;
+        return verdict;
       }
-      return verdict;
-    }
-    case Sharing::kTimeSliced: {
-      if (HasOwnedFreeTicket(state, offering, *no, project, evicted)) {
+      break;
+    case Sharing::kTimeSliced:
+      if (room.owned_with_ticket) {
         verdict.via_owned_unit = true;  // a ticket on an owned unit costs no quota
         return verdict;
       }
-      bool empty_unit = false;
-      for (const Unit& unit : no->units) {
-        const UnitView v = ViewUnit(state, unit, evicted);
-        if (v.empty && v.free >= 1) {
-          empty_unit = true;
-          break;
-        }
-      }
-      if (!empty_unit) {
+      if (room.empty_units < 1) {
         verdict.reason = FitReason::kNoFreeTicket;
-      } else if (!QuotaAllows(state, project, offering, evicted, 1)) {
-        verdict.reason = FitReason::kQuotaExhausted;
+        return verdict;
       }
-      return verdict;
-    }
-    case Sharing::kMps: {
-      bool unit_fits = false;
-      for (const Unit& unit : no->units) {
-        const UnitView v = ViewUnit(state, unit, evicted);
-        if (v.free >= request.amount && AdmitsProject(v, offering, project)) {
-          unit_fits = true;
-          break;
-        }
-      }
-      if (!unit_fits) {
+      new_usage = 1;  // one more owned unit
+      break;
+    case Sharing::kMps:
+      if (room.max_admissible_free < request.amount) {
         verdict.reason = FitReason::kNoUnitWithShares;
-      } else if (!QuotaAllows(state, project, offering, evicted, request.amount)) {
-        verdict.reason = FitReason::kQuotaExhausted;
+        return verdict;
       }
-      return verdict;
-    }
+      break;
+  }
+  if (!QuotaAllows(state, project, offering, evicted, new_usage)) {
+    verdict.reason = FitReason::kQuotaExhausted;
   }
   return verdict;
 }
 
-// Whether the project owns a unit with a free ticket on any node it could use, candidate or not.
+// Whether the project owns a unit with a free ticket on any node it could use, candidate or
+// not (the mirror's per-project index counts exactly those).
 bool OwnsFreeTicketAnywhere(const ClusterState& state, const Offering& offering,
                             ProjectId project) {
-  if (project == kNoProject) return false;
-  for (const auto& [name, node] : state.nodes()) {
-    const NodeOffering* no = nullptr;
-    if (StaticCheck(offering, node.get(), &no) != FitReason::kFits) continue;
-    if (HasOwnedFreeTicket(state, offering, *no, project, Evictions{})) return true;
-  }
-  return false;
+  return project != kNoProject && state.OwnedUnitsWithRoom(project, offering.id) > 0;
 }
 
 }  // namespace

@@ -46,18 +46,11 @@ struct NodeGauge {
   bool node_busy = false;      // some unit of any offering on the node has holders
 };
 
-bool NodeBusy(const NodeState& node) {
-  for (const NodeOffering& no : node.offerings) {
-    for (const Unit& unit : no.units) {
-      if (!unit.Empty()) return true;
-    }
-  }
-  return false;
-}
-
-// Builds the gauge for a node CheckNode accepted. Deterministic: ties go to the lowest index.
+// Builds the gauge for a node CheckNode accepted; the units themselves only when
+// `choose_units` (bind), since a score needs just the mirror's per-offering summary — except
+// for MPS, whose grade depends on the chosen unit. Deterministic: ties go to the lowest index.
 absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& request,
-                                const NodeState& node, Mode mode) {
+                                const NodeState& node, Mode mode, bool choose_units) {
   if (!request.interested()) {
     return absl::FailedPreconditionError("pod requests no GPU offering");
   }
@@ -66,41 +59,41 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
 
   const Offering& offering = state.catalog().Get(request.offering);
   const NodeOffering& no = *node.Find(request.offering);  // CheckNode found it
+  const OfferingSummary& summary = no.summary;
   const ProjectId project = state.FindProject(request.project);
   NodeGauge g;
-  g.node_busy = NodeBusy(node);
-  int64_t empty_units = 0;
-  for (const Unit& unit : no.units) {
-    if (unit.draining) continue;
-    ++g.live_units;
-    g.live_shares += unit.capacity;
-    if (UsableEmpty(unit)) ++empty_units;
-  }
+  g.node_busy = node.held_units > 0;
+  g.live_units = summary.live_units;
+  g.live_shares = summary.live_capacity;
+  const int64_t empty_units = summary.empty_units;
 
   switch (offering.sharing) {
     case Sharing::kExclusive: {
+      g.empty_after = empty_units - request.amount;
+      if (!choose_units) break;
       for (const Unit& unit : no.units) {
         if (static_cast<int64_t>(g.units.size()) == request.amount) break;
         if (UsableEmpty(unit)) g.units.push_back(unit.index);
       }
-      g.empty_after = empty_units - request.amount;
       break;
     }
     case Sharing::kTimeSliced: {
+      const OwnedUnits* owned = project == kNoProject ? nullptr : summary.Owned(project);
+      g.owns_any = owned != nullptr;
+      g.owned_unit = owned != nullptr && owned->with_room > 0;
+      g.empty_after = g.owned_unit ? empty_units : empty_units - 1;
+      if (!choose_units) break;
       // The project's own unit first (I3 inside the node): fullest under pack so units fill
       // up and free up whole; least loaded under spread.
       const Unit* best = nullptr;
-      for (const Unit& unit : no.units) {
-        if (project != kNoProject && !unit.Empty() && unit.owner == project) g.owns_any = true;
-        if (!OwnedWithFreeTicket(unit, project)) continue;
-        if (best == nullptr || (mode == Mode::kPack ? unit.Free() < best->Free()
-                                                    : unit.Free() > best->Free())) {
-          best = &unit;
+      if (g.owned_unit) {
+        for (const Unit& unit : no.units) {
+          if (!OwnedWithFreeTicket(unit, project)) continue;
+          if (best == nullptr || (mode == Mode::kPack ? unit.Free() < best->Free()
+                                                      : unit.Free() > best->Free())) {
+            best = &unit;
+          }
         }
-      }
-      if (best != nullptr) {
-        g.owned_unit = true;
-        g.empty_after = empty_units;
       } else {
         for (const Unit& unit : no.units) {
           if (UsableEmpty(unit)) {
@@ -108,7 +101,6 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
             break;
           }
         }
-        g.empty_after = empty_units - 1;
       }
       if (best != nullptr) g.units.push_back(best->index);
       break;
@@ -126,7 +118,9 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
           best = &unit;
         }
       }
-      if (best == nullptr) break;
+      if (best == nullptr) {
+        return absl::FailedPreconditionError("no units fit on node (filter and policy disagree)");
+      }
       g.units.push_back(best->index);
       g.joins_used_unit = !best->Empty();
       g.chosen_left = best->Free() - request.amount;
@@ -138,8 +132,9 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
   }
   // CheckNode and the unit predicates above read the same rules; should they ever drift
   // apart, refuse rather than hand out a unit the filter did not vouch for.
-  if (g.units.empty() || static_cast<int64_t>(g.units.size()) !=
-                             (offering.sharing == Sharing::kExclusive ? request.amount : 1)) {
+  if (choose_units &&
+      (g.units.empty() || static_cast<int64_t>(g.units.size()) !=
+                              (offering.sharing == Sharing::kExclusive ? request.amount : 1))) {
     return absl::FailedPreconditionError("no units fit on node (filter and policy disagree)");
   }
   std::sort(g.units.begin(), g.units.end());
@@ -169,7 +164,7 @@ class PolicyBase : public PlacementPolicy {
 
   int64_t Score(const ClusterState& state, const PodRequest& request,
                 const NodeState& node) const override {
-    absl::StatusOr<NodeGauge> g = Gauge(state, request, node, mode_);
+    absl::StatusOr<NodeGauge> g = Gauge(state, request, node, mode_, /*choose_units=*/false);
     if (!g.ok()) return 0;
     const Sharing sharing = state.catalog().Get(request.offering).sharing;
     return Clamp(Grade(sharing, *g));
@@ -177,7 +172,7 @@ class PolicyBase : public PlacementPolicy {
 
   absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state, const PodRequest& request,
                                          const NodeState& node) const override {
-    absl::StatusOr<NodeGauge> g = Gauge(state, request, node, mode_);
+    absl::StatusOr<NodeGauge> g = Gauge(state, request, node, mode_, /*choose_units=*/true);
     if (!g.ok()) return g.status();
     Assignment a;
     a.node = node.name;

@@ -354,6 +354,27 @@ std::string HolderList(const Unit& unit) {
 
 }  // namespace
 
+const OwnedUnits* OfferingSummary::Owned(ProjectId project) const {
+  for (const OwnedUnits& o : owned) {
+    if (o.project == project) return &o;
+  }
+  return nullptr;
+}
+
+bool OfferingSummary::operator==(const OfferingSummary& o) const {
+  return open == o.open && live_units == o.live_units && live_capacity == o.live_capacity &&
+         empty_units == o.empty_units && max_free == o.max_free &&
+         max_free_empty == o.max_free_empty && held_units == o.held_units && owned == o.owned;
+}
+
+bool OfferingSelectsNode(const Offering& offering, const NodeState& node) {
+  for (const auto& [key, value] : offering.node_selector) {
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
 const NodeOffering* NodeState::Find(OfferingId id) const {
   for (const NodeOffering& no : offerings) {
     if (no.offering == id) return &no;
@@ -386,6 +407,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     it = nodes_.emplace(object.name, std::move(node)).first;
   }
   NodeState& node = *it->second;
+  Unindex(node);
   node.removed = false;
   node.gpu_product = std::move(d.product);
   node.gpu_count = d.gpu_count;
@@ -421,6 +443,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     ResizeUnits(prev, 0, prev.replicas);
     InsertOffering(node, std::move(prev));
   }
+  Reindex(object.name);
   return true;
 }
 
@@ -428,6 +451,7 @@ void ClusterState::RemoveNode(absl::string_view name) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   NodeState& node = *it->second;
+  Unindex(node);
   const bool held = std::any_of(node.offerings.begin(), node.offerings.end(), HasHolders);
   if (!held) {
     nodes_.erase(it);
@@ -445,6 +469,7 @@ void ClusterState::RemoveNode(absl::string_view name) {
   node.offerings.erase(std::remove_if(node.offerings.begin(), node.offerings.end(),
                                       [](const NodeOffering& no) { return no.units.empty(); }),
                        node.offerings.end());
+  Reindex(name);
 }
 
 const NodeState* ClusterState::FindNode(absl::string_view name) const {
@@ -504,6 +529,7 @@ void ClusterState::AddHolding(const PodRecord& pod) {
     }
     RecomputeOwner(unit, offering);
   }
+  Reindex(a.node);
 }
 
 void ClusterState::RemoveHolding(const PodRecord& pod) {
@@ -546,7 +572,83 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
     }
     RecomputeOwner(unit, offering);
   }
+  // Trimming drops only free draining units and empty offerings, which the index does not
+  // count; a node it erases had nothing indexed.
   TrimNode(nodes_, a.node);
+  Reindex(a.node);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries and the per-project index
+
+OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOffering& no) const {
+  OfferingSummary s;
+  const Offering& offering = catalog_->Get(no.offering);
+  s.open = !node.removed && no.advertised_units > 0 && no.unusable_reason.empty() &&
+           OfferingSelectsNode(offering, node);
+  for (const Unit& unit : no.units) {
+    const int32_t free = unit.Free();
+    s.max_free = std::max(s.max_free, free);
+    if (!unit.draining) {
+      ++s.live_units;
+      s.live_capacity += unit.capacity;
+    }
+    if (unit.Empty()) {
+      if (free >= 1) ++s.empty_units;
+      s.max_free_empty = std::max(s.max_free_empty, free);
+      continue;
+    }
+    ++s.held_units;
+    if (unit.owner == kNoProject) continue;
+    auto pos = std::lower_bound(s.owned.begin(), s.owned.end(), unit.owner,
+                                [](const OwnedUnits& o, ProjectId p) { return o.project < p; });
+    if (pos == s.owned.end() || pos->project != unit.owner) {
+      OwnedUnits fresh;
+      fresh.project = unit.owner;
+      pos = s.owned.insert(pos, fresh);
+    }
+    ++pos->units;
+    if (free >= 1) ++pos->with_room;
+    pos->max_free = std::max(pos->max_free, free);
+  }
+  return s;
+}
+
+void ClusterState::AddToIndex(const NodeOffering& no, int32_t sign) {
+  if (!no.summary.open) return;
+  for (const OwnedUnits& o : no.summary.owned) {
+    if (o.with_room == 0) continue;
+    auto key = std::make_pair(o.project, no.offering);
+    int32_t& count = owned_with_room_[key];
+    count += sign * o.with_room;
+    if (count == 0) owned_with_room_.erase(key);
+  }
+}
+
+void ClusterState::Unindex(NodeState& node) {
+  for (NodeOffering& no : node.offerings) {
+    AddToIndex(no, -1);
+    no.summary = OfferingSummary{};
+  }
+  node.held_units = 0;
+}
+
+void ClusterState::Reindex(absl::string_view node_name) {
+  auto it = nodes_.find(node_name);
+  if (it == nodes_.end()) return;
+  NodeState& node = *it->second;
+  node.held_units = 0;
+  for (NodeOffering& no : node.offerings) {
+    AddToIndex(no, -1);
+    no.summary = Summarise(node, no);
+    AddToIndex(no, +1);
+    node.held_units += no.summary.held_units;
+  }
+}
+
+int32_t ClusterState::OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const {
+  auto it = owned_with_room_.find(std::make_pair(project, offering));
+  return it == owned_with_room_.end() ? 0 : it->second;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -994,6 +1096,35 @@ AuditReport ClusterState::Audit() const {
                : std::string("<none>");
   };
   const Count empty{};
+  // The derived counters, recomputed from the units (Reindex must have kept them current).
+  absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> with_room;
+  for (const auto& entry : nodes_) {
+    const std::string& name = entry.first;
+    int32_t held_units = 0;
+    for (const NodeOffering& no : entry.second->offerings) {
+      const OfferingSummary fresh = Summarise(*entry.second, no);
+      held_units += fresh.held_units;
+      if (!(fresh == no.summary)) {
+        ++report.stale_summaries;
+        problem("summary of ", catalog_->Get(no.offering).resource, " on node ", name,
+                " disagrees with its units");
+      }
+      if (fresh.open) {
+        for (const OwnedUnits& o : fresh.owned) {
+          if (o.with_room > 0) with_room[{o.project, no.offering}] += o.with_room;
+        }
+      }
+    }
+    if (held_units != entry.second->held_units) {
+      ++report.stale_summaries;
+      problem("node ", name, " counts ", entry.second->held_units, " held units, its units ",
+              held_units);
+    }
+  }
+  if (with_room != owned_with_room_) {
+    ++report.stale_summaries;
+    problem("the per-project index of owned units with room disagrees with the nodes' units");
+  }
   for (const auto& entry : nodes_) {
     const std::string& name = entry.first;
     for (const NodeOffering& no : entry.second->offerings) {

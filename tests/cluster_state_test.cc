@@ -1005,6 +1005,62 @@ TEST_F(ClusterStateTest, StateRebuiltFromAnnotationsEqualsTheStateThatWroteThem)
 // ---------------------------------------------------------------------------------------------
 // The real objects recorded from kube-apiserver 1.26 (protocol/kube-api-1.26)
 
+// Filter and prioritize read the per-offering summary and the per-project index instead of
+// the units; they must follow every change of the units (Audit() also recounts them).
+TEST_F(ClusterStateTest, SummaryAndOwnedIndexFollowEveryChange) {
+  ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 8}, {kGpu, 2}})));  // 2 units x 4 tickets
+  const OfferingId ts = Id(kTs);
+  {
+    const OfferingSummary& s = Offer("n1", kTs).summary;
+    EXPECT_TRUE(s.open);
+    EXPECT_EQ(s.live_units, 2);
+    EXPECT_EQ(s.live_capacity, 8);
+    EXPECT_EQ(s.empty_units, 2);
+    EXPECT_EQ(s.max_free_empty, 4);
+    EXPECT_THAT(s.owned, IsEmpty());
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(state_.Reserve(Claim("a", absl::StrCat("t", i)), A("n1", kTs, {0})).ok());
+  }
+  const ProjectId a = state_.FindProject("a");
+  {
+    const OfferingSummary& s = Offer("n1", kTs).summary;
+    EXPECT_EQ(s.empty_units, 1);
+    EXPECT_EQ(s.held_units, 1);
+    ASSERT_NE(s.Owned(a), nullptr);
+    EXPECT_EQ(s.Owned(a)->units, 1);
+    EXPECT_EQ(s.Owned(a)->with_room, 1);
+    EXPECT_EQ(s.Owned(a)->max_free, 1);
+    EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 1);
+    EXPECT_EQ(state_.FindNode("n1")->held_units, 1);
+  }
+  // The fourth ticket fills the unit: still owned, no room, gone from the index.
+  ASSERT_TRUE(state_.Reserve(Claim("a", "t3"), A("n1", kTs, {0})).ok());
+  EXPECT_EQ(Offer("n1", kTs).summary.Owned(a)->with_room, 0);
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 0);
+  ASSERT_TRUE(state_.Release("a/t1"));
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 1);
+  // An exclusive GPU counts as held on the node, not as room for anyone.
+  ASSERT_TRUE(state_.Reserve(Claim("b", "g"), A("n1", kGpu, {1})).ok());
+  EXPECT_EQ(state_.FindNode("n1")->held_units, 2);
+  EXPECT_EQ(Offer("n1", kGpu).summary.empty_units, 1);
+  ExpectClean();
+  // A node deleted while held: its units drain, nothing is open, the index forgets them.
+  state_.RemoveNode("n1");
+  EXPECT_FALSE(Offer("n1", kTs).summary.open);
+  EXPECT_EQ(Offer("n1", kTs).summary.empty_units, 0);
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 0);
+  ExpectClean();
+  // Back again: the held unit has room for project a once more.
+  ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 8}, {kGpu, 2}})));
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 1);
+  for (const char* pod : {"a/t0", "a/t2", "a/t3", "b/g"}) ASSERT_TRUE(state_.Release(pod));
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 0);
+  EXPECT_EQ(state_.FindNode("n1")->held_units, 0);
+  EXPECT_EQ(Offer("n1", kTs).summary.empty_units, 2);
+  ExpectClean();
+}
+
 TEST(ClusterStateRealObjects, MirrorFromRecordedApiServerLists) {
   auto catalog = std::shared_ptr<const Catalog>(&Catalog::BuiltIn(), [](const Catalog*) {});
   ClusterState state(catalog, MirrorOptions{});
