@@ -10,6 +10,13 @@ add_library(gse_rapidjson INTERFACE)
 target_include_directories(gse_rapidjson SYSTEM INTERFACE ${RAPIDJSON_INCLUDE_DIRS})
 # Accept std::string in RapidJSON's API.
 target_compile_definitions(gse_rapidjson INTERFACE RAPIDJSON_HAS_STDSTRING=1)
+# SSE2 (part of every x86-64) speeds up whitespace skipping, in-situ string parsing and string
+# writing; it matters at 5,000-node filter bodies. RapidJSON's SIMD loads are 16-byte aligned
+# and may touch bytes past the end of the buffer within the same 16 bytes (never another
+# page), which AddressSanitizer reports: sanitizer builds parse without it.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND GSE_SANITIZE STREQUAL "")
+  target_compile_definitions(gse_rapidjson INTERFACE RAPIDJSON_SSE2)
+endif()
 
 find_package(absl CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)

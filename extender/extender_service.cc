@@ -81,15 +81,6 @@ void String(JsonWriter& w, absl::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-void StringMap(JsonWriter& w, const std::map<std::string, std::string>& m) {
-  w.StartObject();
-  for (const auto& [k, v] : m) {
-    String(w, k);
-    String(w, v);
-  }
-  w.EndObject();
-}
-
 std::string Finish(const rapidjson::StringBuffer& buf) {
   return std::string(buf.GetString(), buf.GetSize());
 }
@@ -134,10 +125,17 @@ struct ExtenderArgs {
   // True when the request carried full Node objects (nodeCacheCapable: false); the answer
   // then lists Node objects, else node names (PROTOCOL §0.7).
   bool nodes_mode = false;
-  std::vector<NodeObject> nodes;                   // nodes_mode only
-  std::vector<const rapidjson::Value*> node_json;  // nodes_mode only, parallel to nodes
-  std::vector<std::string> names;                  // the candidates, in input order
+  // nodes_mode only, parallel: each item's identity (validated) and its JSON. The rest of an
+  // item is decoded only when the mirror has not applied that resourceVersion yet
+  // (Impl::RefreshNodes): kube-scheduler resends the same objects on every call.
+  std::vector<ObjectIdentity> identities;
+  std::vector<const rapidjson::Value*> node_json;
+  // The candidates, in input order: views into the parsed body (NodeNames) or into
+  // `identities` (both outlive the verb); no per-name copy on a 5,000-name request.
+  std::vector<absl::string_view> names;
 };
+
+std::string NodeItemPath(size_t i) { return absl::StrCat("Nodes.items[", i, "]"); }
 
 absl::StatusOr<PodObject> DecodePodMember(const rapidjson::Value& root) {
   auto it = root.FindMember("Pod");
@@ -160,19 +158,19 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc) 
     args.nodes_mode = true;
     if (const rapidjson::Value* items = Optional(*nodes, "items")) {
       if (!items->IsArray()) return WrongType("Nodes.items", "an array", *items);
-      args.nodes.reserve(items->Size());
+      args.identities.reserve(items->Size());
       args.node_json.reserve(items->Size());
       args.names.reserve(items->Size());
       for (rapidjson::SizeType i = 0; i < items->Size(); ++i) {
-        const std::string path = absl::StrCat("Nodes.items[", i, "]");
         const rapidjson::Value& item = (*items)[i];
-        if (!item.IsObject()) return WrongType(path, "a Node object", item);
-        absl::StatusOr<NodeObject> node = DecodeNode(item, path);
-        if (!node.ok()) return node.status();
-        args.names.push_back(node->name);
-        args.nodes.push_back(*std::move(node));
+        if (!item.IsObject()) return WrongType(NodeItemPath(i), "a Node object", item);
+        absl::StatusOr<ObjectIdentity> id = DecodeNodeIdentity(item, NodeItemPath(i));
+        if (!id.ok()) return id.status();
+        args.identities.push_back(*std::move(id));
         args.node_json.push_back(&item);
       }
+      // Only now that `identities` no longer grows may views point into it.
+      for (const ObjectIdentity& id : args.identities) args.names.push_back(id.name);
     }
     return args;
   }
@@ -187,7 +185,7 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc) 
       if (name.GetStringLength() > kMaxNameBytes) {
         return Invalid(path, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
       }
-      args.names.emplace_back(name.GetString(), name.GetStringLength());
+      args.names.push_back(absl::string_view(name.GetString(), name.GetStringLength()));
     }
   }
   return args;
@@ -286,11 +284,31 @@ std::string OfferingLabel(const ClusterState& state, const PodRequest& request) 
 }
 
 std::vector<const NodeState*> LookUpNodes(const ClusterState& state,
-                                          const std::vector<std::string>& names) {
+                                          const std::vector<absl::string_view>& names) {
   std::vector<const NodeState*> nodes;
   nodes.reserve(names.size());
-  for (const std::string& name : names) nodes.push_back(state.FindNode(name));
+  for (absl::string_view name : names) nodes.push_back(state.FindNode(name));
   return nodes;
+}
+
+// FailedNodes / FailedAndUnresolvableNodes: name -> message for every node whose verdict is
+// in that class. A JSON object written straight from the verdicts (no map of copied names);
+// a name given twice appears twice with the same message, which Go's decoder accepts.
+void FailureMap(JsonWriter& w, const std::vector<absl::string_view>& names,
+                const std::vector<FitReason>& verdicts, const PodRequest& request,
+                bool unresolvable_class) {
+  std::array<std::string, kReasonCount> messages;
+  for (int r = 0; r < kReasonCount; ++r) {
+    messages[static_cast<size_t>(r)] = NodeFit{static_cast<FitReason>(r)}.Message(request);
+  }
+  w.StartObject();
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    const NodeFit fit{verdicts[i]};
+    if (fit.fits() || fit.unresolvable() != unresolvable_class) continue;
+    String(w, names[i]);
+    String(w, messages[static_cast<size_t>(verdicts[i])]);
+  }
+  w.EndObject();
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -306,9 +324,10 @@ struct ExtenderService::Impl {
       : mirror(m), binder(b), options(o), pending(o.max_pending_pods) {}
 
   // Applies request-borne Node objects that changed since we last applied them (by
-  // resourceVersion) or that the mirror does not hold; takes the writer lock only then, so
-  // a steady stream of identical Node lists costs reader locks only.
-  void RefreshNodes(const std::vector<NodeObject>& nodes);
+  // resourceVersion) or that the mirror does not hold; decodes only those, and takes the
+  // writer lock only then, so a steady stream of identical Node lists costs reader locks
+  // only. A stale item that does not decode fails the request and changes nothing.
+  absl::Status RefreshNodes(const ExtenderArgs& args);
 
   Mirror* const mirror;
   Binder* const binder;
@@ -319,43 +338,47 @@ struct ExtenderService::Impl {
   absl::flat_hash_map<std::string, std::string> applied_versions ABSL_GUARDED_BY(versions_mu);
 };
 
-void ExtenderService::Impl::RefreshNodes(const std::vector<NodeObject>& nodes) {
-  std::vector<char> stale(nodes.size(), 0);
+absl::Status ExtenderService::Impl::RefreshNodes(const ExtenderArgs& args) {
+  const std::vector<ObjectIdentity>& ids = args.identities;
+  std::vector<char> stale(ids.size(), 0);
   {
     absl::MutexLock lock(&versions_mu);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const NodeObject& n = nodes[i];
-      auto it = applied_versions.find(n.name);
-      stale[i] = n.resource_version.empty() || it == applied_versions.end() ||
-                 it->second != n.resource_version;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = applied_versions.find(ids[i].name);
+      stale[i] = ids[i].resource_version.empty() || it == applied_versions.end() ||
+                 it->second != ids[i].resource_version;
     }
   }
   // Unchanged versions still need the node present: a relist or deletion may have dropped it.
   bool any = mirror->Read([&](const ClusterState& state) {
     bool found_stale = false;
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    for (size_t i = 0; i < ids.size(); ++i) {
       if (!stale[i]) {
-        const NodeState* node = state.FindNode(nodes[i].name);
+        const NodeState* node = state.FindNode(ids[i].name);
         stale[i] = node == nullptr || node->removed;
       }
       found_stale = found_stale || stale[i];
     }
     return found_stale;
   });
-  if (!any) return;
+  if (!any) return absl::OkStatus();
+  std::vector<NodeObject> decoded;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!stale[i]) continue;
+    absl::StatusOr<NodeObject> node = DecodeNode(*args.node_json[i], NodeItemPath(i));
+    if (!node.ok()) return node.status();
+    decoded.push_back(*std::move(node));
+  }
   mirror->Write([&](ClusterState& state) {
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (stale[i]) state.ApplyNode(nodes[i]);
-    }
+    for (const NodeObject& node : decoded) state.ApplyNode(node);
     return true;
   });
   absl::MutexLock lock(&versions_mu);
   if (applied_versions.size() > kMaxAppliedNodeVersions) applied_versions.clear();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (stale[i] && !nodes[i].resource_version.empty()) {
-      applied_versions[nodes[i].name] = nodes[i].resource_version;
-    }
+  for (const NodeObject& node : decoded) {
+    if (!node.resource_version.empty()) applied_versions[node.name] = node.resource_version;
   }
+  return absl::OkStatus();
 }
 
 ExtenderService::ExtenderService(Mirror* mirror, std::unique_ptr<PlacementPolicy> policy,
@@ -379,40 +402,37 @@ VerbResult ExtenderService::Filter(std::string body) {
   }
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(doc);
   if (!args.ok()) return BadRequest(FilterErrorBody(args.status().message()));
-  if (args->nodes_mode) impl_->RefreshNodes(args->nodes);
+  if (args->nodes_mode) {
+    if (absl::Status s = impl_->RefreshNodes(*args); !s.ok()) {
+      return BadRequest(FilterErrorBody(s.message()));
+    }
+  }
 
-  std::vector<char> passed(args->names.size(), 0);
-  std::map<std::string, std::string> failed, unresolvable;
+  // One verdict per candidate, in input order; kFits for every node when the pod is not ours.
+  std::vector<FitReason> verdicts(args->names.size(), FitReason::kFits);
   std::array<int64_t, kReasonCount> reason_counts{};
   std::string offering_label;
+  PodRequest request;
   bool spill = false;
   impl_->mirror->Read([&](const ClusterState& state) {
-    const PodRequest request = ResolvePodRequest(
-        state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
+    request = ResolvePodRequest(state.catalog(), args->pod,
+                                state.ProjectOfNamespace(args->pod.namespace_name));
     offering_label = OfferingLabel(state, request);
-    if (!request.interested()) {
-      // I6: a pod asking for no catalog resource passes every node, known or not.
-      std::fill(passed.begin(), passed.end(), 1);
-      reason_counts[static_cast<int>(FitReason::kFits)] += static_cast<int64_t>(passed.size());
-      return;
-    }
-    const FilterOutcome outcome = FilterNodes(state, request, LookUpNodes(state, args->names));
+    // I6: a pod asking for no catalog resource passes every node, known or not.
+    if (!request.interested()) return;
+    FilterOutcome outcome = FilterNodes(state, request, LookUpNodes(state, args->names));
     spill = outcome.spill_outside_candidates;
-    for (size_t i = 0; i < args->names.size(); ++i) {
-      const NodeFit& fit = outcome.fits[i];
-      ++reason_counts[static_cast<int>(fit.reason)];
-      if (fit.fits()) {
-        passed[i] = 1;
-      } else {
-        (fit.unresolvable() ? unresolvable : failed)[args->names[i]] = fit.Message(request);
-      }
-    }
+    for (size_t i = 0; i < verdicts.size(); ++i) verdicts[i] = outcome.fits[i].reason;
   });
   impl_->pending.Remember(std::move(args->pod));
+  int passed_count = 0;
+  for (FitReason r : verdicts) {
+    ++reason_counts[static_cast<size_t>(r)];
+    passed_count += r == FitReason::kFits ? 1 : 0;
+  }
 
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
-  int passed_count = 0;
   w.StartObject();
   w.Key("Nodes");
   if (args->nodes_mode) {
@@ -423,8 +443,8 @@ VerbResult ExtenderService::Filter(std::string body) {
     w.EndObject();
     w.Key("items");
     w.StartArray();
-    for (size_t i = 0; i < passed.size(); ++i) {
-      if (passed[i]) args->node_json[i]->Accept(w);
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (verdicts[i] == FitReason::kFits) args->node_json[i]->Accept(w);
     }
     w.EndArray();
     w.EndObject();
@@ -436,16 +456,15 @@ VerbResult ExtenderService::Filter(std::string body) {
     w.Null();
   } else {
     w.StartArray();
-    for (size_t i = 0; i < passed.size(); ++i) {
-      if (passed[i]) String(w, args->names[i]);
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (verdicts[i] == FitReason::kFits) String(w, args->names[i]);
     }
     w.EndArray();
   }
-  for (char p : passed) passed_count += p;
   w.Key("FailedNodes");
-  StringMap(w, failed);
+  FailureMap(w, args->names, verdicts, request, /*unresolvable_class=*/false);
   w.Key("FailedAndUnresolvableNodes");
-  StringMap(w, unresolvable);
+  FailureMap(w, args->names, verdicts, request, /*unresolvable_class=*/true);
   w.Key("Error");
   w.String("");
   w.EndObject();
@@ -455,7 +474,7 @@ VerbResult ExtenderService::Filter(std::string body) {
       m->ObserveFilterVerdicts(offering_label, FitReasonLabel(static_cast<FitReason>(r)),
                                reason_counts[static_cast<size_t>(r)]);
     }
-    m->ObserveFilterNodes(passed_count, static_cast<int>(passed.size()) - passed_count);
+    m->ObserveFilterNodes(passed_count, static_cast<int>(verdicts.size()) - passed_count);
     if (spill) m->ObserveSpill(offering_label, "no_candidate_with_own_unit");
   }
   return VerbResult{200, Finish(buf), "ok"};
@@ -471,7 +490,11 @@ VerbResult ExtenderService::Prioritize(std::string body) {
   if (absl::Status s = ParseBody(body, doc); !s.ok()) return BadRequest(ErrorBody(s.message()));
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(doc);
   if (!args.ok()) return BadRequest(ErrorBody(args.status().message()));
-  if (args->nodes_mode) impl_->RefreshNodes(args->nodes);
+  if (args->nodes_mode) {
+    if (absl::Status s = impl_->RefreshNodes(*args); !s.ok()) {
+      return BadRequest(ErrorBody(s.message()));
+    }
+  }
 
   std::vector<int64_t> scores(args->names.size(), 0);
   impl_->mirror->Read([&](const ClusterState& state) {
@@ -480,11 +503,12 @@ VerbResult ExtenderService::Prioritize(std::string body) {
     if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
     const std::vector<const NodeState*> nodes = LookUpNodes(state, args->names);
     const FilterOutcome outcome = FilterNodes(state, request, nodes);
+    const ProjectId project = state.FindProject(request.project);
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!outcome.fits[i].fits()) continue;
       // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
-      scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0,
-                                      kMaxExtenderPriority);
+      scores[i] = std::clamp<int64_t>(policy_->ScoreFiltered(state, request, project, *nodes[i]),
+                                      0, kMaxExtenderPriority);
     }
   });
   impl_->pending.Remember(std::move(args->pod));

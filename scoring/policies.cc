@@ -49,18 +49,23 @@ struct NodeGauge {
 // Builds the gauge for a node CheckNode accepted; the units themselves only when
 // `choose_units` (bind), since a score needs just the mirror's per-offering summary — except
 // for MPS, whose grade depends on the chosen unit. Deterministic: ties go to the lowest index.
+// `project` is state.FindProject(request.project); `checked` says FilterNodes already
+// accepted the node on this state (else CheckNode runs here).
 absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& request,
-                                const NodeState& node, Mode mode, bool choose_units) {
+                                ProjectId project, const NodeState& node, Mode mode,
+                                bool choose_units, bool checked) {
   if (!request.interested()) {
     return absl::FailedPreconditionError("pod requests no GPU offering");
   }
-  const NodeFit fit = CheckNode(state, request, &node);
-  if (!fit.fits()) return absl::FailedPreconditionError(fit.Message(request));
-
+  if (!checked) {
+    const NodeFit fit = CheckNode(state, request, &node);
+    if (!fit.fits()) return absl::FailedPreconditionError(fit.Message(request));
+  }
   const Offering& offering = state.catalog().Get(request.offering);
-  const NodeOffering& no = *node.Find(request.offering);  // CheckNode found it
+  const NodeOffering* found = node.Find(request.offering);
+  if (found == nullptr) return absl::FailedPreconditionError("offering not on node");
+  const NodeOffering& no = *found;
   const OfferingSummary& summary = no.summary;
-  const ProjectId project = state.FindProject(request.project);
   NodeGauge g;
   g.node_busy = node.held_units > 0;
   g.live_units = summary.live_units;
@@ -164,15 +169,22 @@ class PolicyBase : public PlacementPolicy {
 
   int64_t Score(const ClusterState& state, const PodRequest& request,
                 const NodeState& node) const override {
-    absl::StatusOr<NodeGauge> g = Gauge(state, request, node, mode_, /*choose_units=*/false);
-    if (!g.ok()) return 0;
-    const Sharing sharing = state.catalog().Get(request.offering).sharing;
-    return Clamp(Grade(sharing, *g));
+    return Graded(Gauge(state, request, state.FindProject(request.project), node, mode_,
+                        /*choose_units=*/false, /*checked=*/false),
+                  state, request);
+  }
+
+  int64_t ScoreFiltered(const ClusterState& state, const PodRequest& request, ProjectId project,
+                        const NodeState& node) const override {
+    return Graded(Gauge(state, request, project, node, mode_, /*choose_units=*/false,
+                        /*checked=*/true),
+                  state, request);
   }
 
   absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state, const PodRequest& request,
                                          const NodeState& node) const override {
-    absl::StatusOr<NodeGauge> g = Gauge(state, request, node, mode_, /*choose_units=*/true);
+    absl::StatusOr<NodeGauge> g = Gauge(state, request, state.FindProject(request.project), node,
+                                        mode_, /*choose_units=*/true, /*checked=*/false);
     if (!g.ok()) return g.status();
     Assignment a;
     a.node = node.name;
@@ -188,6 +200,12 @@ class PolicyBase : public PlacementPolicy {
   virtual int64_t Grade(Sharing sharing, const NodeGauge& g) const = 0;
 
  private:
+  int64_t Graded(const absl::StatusOr<NodeGauge>& g, const ClusterState& state,
+                 const PodRequest& request) const {
+    if (!g.ok()) return 0;
+    return Clamp(Grade(state.catalog().Get(request.offering).sharing, *g));
+  }
+
   Mode mode_;
 };
 

@@ -30,6 +30,13 @@ class PlacementPolicy {
   // 0..10 for a node where CheckNode fits; 0 for any other node.
   virtual int64_t Score(const ClusterState& state, const PodRequest& request,
                         const NodeState& node) const = 0;
+  // Score of a node that FilterNodes accepted for `request` on this same state, with the
+  // request's project already looked up (state.FindProject(request.project)). Prioritize
+  // filters first, so a policy may skip re-checking the node; the default re-checks (Score).
+  virtual int64_t ScoreFiltered(const ClusterState& state, const PodRequest& request,
+                                ProjectId project, const NodeState& node) const {
+    return Score(state, request, node);
+  }
   // The units to reserve on `node`; FailedPrecondition with a reason when none fit.
   virtual absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state,
                                                  const PodRequest& request,

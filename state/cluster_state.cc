@@ -355,10 +355,10 @@ std::string HolderList(const Unit& unit) {
 }  // namespace
 
 const OwnedUnits* OfferingSummary::Owned(ProjectId project) const {
-  for (const OwnedUnits& o : owned) {
-    if (o.project == project) return &o;
-  }
-  return nullptr;
+  // Sorted by project: a node of 7 slices x 4 tickets may have a dozen owners.
+  auto it = std::lower_bound(owned.begin(), owned.end(), project,
+                             [](const OwnedUnits& o, ProjectId p) { return o.project < p; });
+  return it != owned.end() && it->project == project ? &*it : nullptr;
 }
 
 bool OfferingSummary::operator==(const OfferingSummary& o) const {

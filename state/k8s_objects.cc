@@ -681,6 +681,19 @@ absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::strin
   return node;
 }
 
+absl::StatusOr<ObjectIdentity> DecodeNodeIdentity(const rapidjson::Value& value,
+                                                  absl::string_view path) {
+  const Path root(path);
+  Sections sec;
+  if (absl::Status s = GetSections(value, root, &sec); !s.ok()) return s;
+  ObjectIdentity id;
+  MetaOut meta;
+  meta.name = &id.name;
+  meta.resource_version = &id.resource_version;
+  if (absl::Status s = DecodeMeta(sec.metadata, root, meta); !s.ok()) return s;
+  return id;
+}
+
 absl::StatusOr<PodObject> DecodePod(const rapidjson::Value& value, absl::string_view path) {
   PodObject pod;
   const Path root(path);

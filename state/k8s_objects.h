@@ -95,6 +95,17 @@ absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json);
 // `path` prefixes error messages ("Pod", "Nodes.items[3]").
 absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::string_view path);
 absl::StatusOr<PodObject> DecodePod(const rapidjson::Value& value, absl::string_view path);
+
+// A Node's metadata.name and metadata.resourceVersion, validated exactly as DecodeNode
+// validates them, without decoding the rest: callers that already applied a node at that
+// resourceVersion (kube-scheduler resends the same Node objects on every filter call) skip
+// the full decode.
+struct ObjectIdentity {
+  std::string name;
+  std::string resource_version;
+};
+absl::StatusOr<ObjectIdentity> DecodeNodeIdentity(const rapidjson::Value& value,
+                                                  absl::string_view path);
 absl::StatusOr<NamespaceObject> DecodeNamespace(const rapidjson::Value& value,
                                                 absl::string_view path);
 absl::StatusOr<ResourceQuotaObject> DecodeResourceQuota(const rapidjson::Value& value,
