@@ -179,11 +179,12 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc) 
     args.names.reserve(names->Size());
     for (rapidjson::SizeType i = 0; i < names->Size(); ++i) {
       const rapidjson::Value& name = (*names)[i];
-      const std::string path = absl::StrCat("NodeNames[", i, "]");
-      if (!name.IsString()) return WrongType(path, "a string", name);
-      if (name.GetStringLength() == 0) return Invalid(path, "empty");
+      // The path is formatted only for an error: 5,000 good names must not cost 5,000 strings.
+      auto path = [i] { return absl::StrCat("NodeNames[", i, "]"); };
+      if (!name.IsString()) return WrongType(path(), "a string", name);
+      if (name.GetStringLength() == 0) return Invalid(path(), "empty");
       if (name.GetStringLength() > kMaxNameBytes) {
-        return Invalid(path, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
+        return Invalid(path(), absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
       }
       args.names.push_back(absl::string_view(name.GetString(), name.GetStringLength()));
     }
@@ -283,32 +284,48 @@ std::string OfferingLabel(const ClusterState& state, const PodRequest& request) 
   return state.catalog().Get(request.offering).resource;
 }
 
-std::vector<const NodeState*> LookUpNodes(const ClusterState& state,
-                                          const std::vector<absl::string_view>& names) {
-  std::vector<const NodeState*> nodes;
-  nodes.reserve(names.size());
-  for (absl::string_view name : names) nodes.push_back(state.FindNode(name));
-  return nodes;
+// The filter and prioritize answers list every candidate (5,000 at kube-scheduler's scale):
+// they are appended to one string directly. A string that needs escaping (never a valid node
+// name) goes through RapidJSON's writer.
+void AppendQuoted(std::string& out, absl::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) >= 0x20 && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out.push_back('"');
+    out.append(s.data(), s.size());
+    out.push_back('"');
+    return;
+  }
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  String(w, s);
+  out.append(buf.GetString(), buf.GetSize());
 }
 
 // FailedNodes / FailedAndUnresolvableNodes: name -> message for every node whose verdict is
-// in that class. A JSON object written straight from the verdicts (no map of copied names);
-// a name given twice appears twice with the same message, which Go's decoder accepts.
-void FailureMap(JsonWriter& w, const std::vector<absl::string_view>& names,
-                const std::vector<FitReason>& verdicts, const PodRequest& request,
-                bool unresolvable_class) {
-  std::array<std::string, kReasonCount> messages;
+// in that class, written straight from the verdicts (no map of copied names); a name given
+// twice appears twice with the same message, which Go's decoder accepts.
+void AppendFailureMap(std::string& out, const std::vector<absl::string_view>& names,
+                      const std::vector<FitReason>& verdicts, const PodRequest& request,
+                      bool unresolvable_class) {
+  std::array<std::string, kReasonCount> messages;  // quoted, once per reason
   for (int r = 0; r < kReasonCount; ++r) {
-    messages[static_cast<size_t>(r)] = NodeFit{static_cast<FitReason>(r)}.Message(request);
+    AppendQuoted(messages[static_cast<size_t>(r)],
+                 NodeFit{static_cast<FitReason>(r)}.Message(request));
   }
-  w.StartObject();
+  out.push_back('{');
+  bool first = true;
   for (size_t i = 0; i < verdicts.size(); ++i) {
     const NodeFit fit{verdicts[i]};
     if (fit.fits() || fit.unresolvable() != unresolvable_class) continue;
-    String(w, names[i]);
-    String(w, messages[static_cast<size_t>(verdicts[i])]);
+    if (!first) out.push_back(',');
+    first = false;
+    AppendQuoted(out, names[i]);
+    out.push_back(':');
+    out.append(messages[static_cast<size_t>(verdicts[i])]);
   }
-  w.EndObject();
+  out.push_back('}');
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -420,7 +437,7 @@ VerbResult ExtenderService::Filter(std::string body) {
     offering_label = OfferingLabel(state, request);
     // I6: a pod asking for no catalog resource passes every node, known or not.
     if (!request.interested()) return;
-    FilterOutcome outcome = FilterNodes(state, request, LookUpNodes(state, args->names));
+    FilterOutcome outcome = FilterNodes(state, request, state.FindNodes(args->names));
     spill = outcome.spill_outside_candidates;
     for (size_t i = 0; i < verdicts.size(); ++i) verdicts[i] = outcome.fits[i].reason;
   });
@@ -431,43 +448,37 @@ VerbResult ExtenderService::Filter(std::string body) {
     passed_count += r == FitReason::kFits ? 1 : 0;
   }
 
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("Nodes");
+  std::string out;
+  out.reserve(64 + args->names.size() * 48);
+  out.append("{\"Nodes\":");
   if (args->nodes_mode) {
     // The input Node objects, unmodified (PROTOCOL §2.4: newer schedulers expect their own).
-    w.StartObject();
-    w.Key("metadata");
-    w.StartObject();
-    w.EndObject();
-    w.Key("items");
+    rapidjson::StringBuffer items;
+    JsonWriter w(items);
     w.StartArray();
     for (size_t i = 0; i < verdicts.size(); ++i) {
       if (verdicts[i] == FitReason::kFits) args->node_json[i]->Accept(w);
     }
     w.EndArray();
-    w.EndObject();
+    out.append("{\"metadata\":{},\"items\":");
+    out.append(items.GetString(), items.GetSize());
+    out.append("},\"NodeNames\":null");
   } else {
-    w.Null();
-  }
-  w.Key("NodeNames");
-  if (args->nodes_mode) {
-    w.Null();
-  } else {
-    w.StartArray();
+    out.append("null,\"NodeNames\":[");
+    bool first = true;
     for (size_t i = 0; i < verdicts.size(); ++i) {
-      if (verdicts[i] == FitReason::kFits) String(w, args->names[i]);
+      if (verdicts[i] != FitReason::kFits) continue;
+      if (!first) out.push_back(',');
+      first = false;
+      AppendQuoted(out, args->names[i]);
     }
-    w.EndArray();
+    out.push_back(']');
   }
-  w.Key("FailedNodes");
-  FailureMap(w, args->names, verdicts, request, /*unresolvable_class=*/false);
-  w.Key("FailedAndUnresolvableNodes");
-  FailureMap(w, args->names, verdicts, request, /*unresolvable_class=*/true);
-  w.Key("Error");
-  w.String("");
-  w.EndObject();
+  out.append(",\"FailedNodes\":");
+  AppendFailureMap(out, args->names, verdicts, request, /*unresolvable_class=*/false);
+  out.append(",\"FailedAndUnresolvableNodes\":");
+  AppendFailureMap(out, args->names, verdicts, request, /*unresolvable_class=*/true);
+  out.append(",\"Error\":\"\"}");
 
   if (ExtenderMetrics* m = impl_->options.metrics) {
     for (int r = 0; r < kReasonCount; ++r) {
@@ -477,7 +488,7 @@ VerbResult ExtenderService::Filter(std::string body) {
     m->ObserveFilterNodes(passed_count, static_cast<int>(verdicts.size()) - passed_count);
     if (spill) m->ObserveSpill(offering_label, "no_candidate_with_own_unit");
   }
-  return VerbResult{200, Finish(buf), "ok"};
+  return VerbResult{200, std::move(out), "ok"};
 }
 
 // ---------------------------------------------------------------- prioritize
@@ -501,7 +512,7 @@ VerbResult ExtenderService::Prioritize(std::string body) {
     const PodRequest request = ResolvePodRequest(
         state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
     if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
-    const std::vector<const NodeState*> nodes = LookUpNodes(state, args->names);
+    const std::vector<const NodeState*> nodes = state.FindNodes(args->names);
     const FilterOutcome outcome = FilterNodes(state, request, nodes);
     const ProjectId project = state.FindProject(request.project);
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -513,19 +524,18 @@ VerbResult ExtenderService::Prioritize(std::string body) {
   });
   impl_->pending.Remember(std::move(args->pod));
 
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartArray();
+  // HostPriorityList: [{"Host":"...","Score":n},...], every input node in input order.
+  std::string out;
+  out.reserve(2 + args->names.size() * 40);
+  out.push_back('[');
   for (size_t i = 0; i < scores.size(); ++i) {
-    w.StartObject();
-    w.Key("Host");
-    String(w, args->names[i]);
-    w.Key("Score");
-    w.Int64(scores[i]);
-    w.EndObject();
+    if (i > 0) out.push_back(',');
+    out.append("{\"Host\":");
+    AppendQuoted(out, args->names[i]);
+    absl::StrAppend(&out, ",\"Score\":", scores[i], "}");
   }
-  w.EndArray();
-  return VerbResult{200, Finish(buf), "ok"};
+  out.push_back(']');
+  return VerbResult{200, std::move(out), "ok"};
 }
 
 // ---------------------------------------------------------------- bind

@@ -195,14 +195,24 @@ int64_t EffectiveUsage(const ClusterState& state, ProjectId project, const Offer
   return std::max<int64_t>(usage, 0);
 }
 
-bool QuotaAllows(const ClusterState& state, ProjectId project, const Offering& offering,
-                 const Evictions& evicted, int64_t more) {
+// What the project may still take of the offering once `evicted` are gone.
+struct Headroom {
+  bool unlimited = true;
+  int64_t left = 0;  // may be negative (quota lowered below usage)
+  bool Allows(int64_t more) const { return unlimited || more <= left; }
+};
+
+Headroom QuotaHeadroom(const ClusterState& state, ProjectId project, const Offering& offering,
+                       const Evictions& evicted) {
   // A project never seen has no ResourceQuota: MirrorOptions decides.
   const int64_t quota = project == kNoProject
                             ? (state.options().unlimited_without_quota ? -1 : 0)
                             : state.Quota(project, offering.id);
-  if (quota < 0) return true;
-  return EffectiveUsage(state, project, offering, evicted) + more <= quota;
+  Headroom h;
+  if (quota < 0) return h;
+  h.unlimited = false;
+  h.left = quota - EffectiveUsage(state, project, offering, evicted);
+  return h;
 }
 
 // Checks that do not depend on holders: node known, offering there, usable, selected.
@@ -273,9 +283,12 @@ struct Verdict {
 // (unresolvable) is reported only when quota is the one obstacle; when capacity is short too,
 // the capacity reason leaves preemption its chance (evicting the project's own pods frees
 // both).
-// `project` is the request's project as the mirror knows it (kNoProject if never seen).
+// `project` is the request's project as the mirror knows it (kNoProject if never seen);
+// `headroom`, when given, its QuotaHeadroom for the request's offering under `evicted` (the
+// same for every node: FilterNodes computes it once).
 Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId project,
-               const NodeState* node, const Evictions& evicted) {
+               const NodeState* node, const Evictions& evicted,
+               const Headroom* headroom = nullptr) {
   Verdict verdict;
   if (!request.interested()) return verdict;  // I6
   if (!request.unresolvable.empty()) {
@@ -320,9 +333,10 @@ Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId p
       }
       break;
   }
-  if (!QuotaAllows(state, project, offering, evicted, new_usage)) {
-    verdict.reason = FitReason::kQuotaExhausted;
-  }
+  const bool allowed = headroom != nullptr
+                           ? headroom->Allows(new_usage)
+                           : QuotaHeadroom(state, project, offering, evicted).Allows(new_usage);
+  if (!allowed) verdict.reason = FitReason::kQuotaExhausted;
   return verdict;
 }
 
@@ -364,8 +378,26 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
   bool any_fits = false;
   const ProjectId project = state.FindProject(request.project);
   const Evictions none;
+  Headroom headroom;
+  const bool offering_known =
+      request.offering >= 0 && static_cast<size_t>(request.offering) < state.catalog().size();
+  if (offering_known) {
+    headroom = QuotaHeadroom(state, project, state.catalog().Get(request.offering), none);
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const Verdict v = Assess(state, request, project, nodes[i], none);
+    // The offerings of a node a few places ahead: their summaries are read next, and 5,000
+    // candidates do not stay in cache between requests.
+    constexpr size_t kAhead = 4;
+    if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
+      __builtin_prefetch(nodes[i + kAhead]->offerings.data());
+    }
+    // ... and, once those have arrived, the owner list of the requested offering.
+    if (i + kAhead / 2 < nodes.size() && nodes[i + kAhead / 2] != nullptr) {
+      if (const NodeOffering* no = nodes[i + kAhead / 2]->Find(request.offering)) {
+        __builtin_prefetch(no->summary.owned.data());
+      }
+    }
+    const Verdict v = Assess(state, request, project, nodes[i], none, &headroom);
     out.fits[i].reason = v.reason;
     via_owned[i] = v.via_owned_unit;
     owned_on_candidate = owned_on_candidate || v.via_owned_unit;

@@ -355,6 +355,9 @@ std::string HolderList(const Unit& unit) {
 }  // namespace
 
 const OwnedUnits* OfferingSummary::Owned(ProjectId project) const {
+  if (project < 0 || ((owner_bits >> (static_cast<uint32_t>(project) % 64)) & 1) == 0) {
+    return nullptr;
+  }
   // Sorted by project: a node of 7 slices x 4 tickets may have a dozen owners.
   auto it = std::lower_bound(owned.begin(), owned.end(), project,
                              [](const OwnedUnits& o, ProjectId p) { return o.project < p; });
@@ -364,7 +367,8 @@ const OwnedUnits* OfferingSummary::Owned(ProjectId project) const {
 bool OfferingSummary::operator==(const OfferingSummary& o) const {
   return open == o.open && live_units == o.live_units && live_capacity == o.live_capacity &&
          empty_units == o.empty_units && max_free == o.max_free &&
-         max_free_empty == o.max_free_empty && held_units == o.held_units && owned == o.owned;
+         max_free_empty == o.max_free_empty && held_units == o.held_units && owned == o.owned &&
+         owner_bits == o.owner_bits;
 }
 
 bool OfferingSelectsNode(const Offering& offering, const NodeState& node) {
@@ -475,6 +479,24 @@ void ClusterState::RemoveNode(absl::string_view name) {
 const NodeState* ClusterState::FindNode(absl::string_view name) const {
   auto it = nodes_.find(name);
   return it == nodes_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const NodeState*> ClusterState::FindNodes(
+    const std::vector<absl::string_view>& names) const {
+  // Hash-table slots are fetched kAhead names early, each found node as it is found (the
+  // caller reads it next); on a cold cache this roughly halves the lookups' time.
+  constexpr size_t kAhead = 8;
+  std::vector<const NodeState*> out(names.size(), nullptr);
+  for (size_t i = 0; i < names.size() && i < kAhead; ++i) nodes_.prefetch(names[i]);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i + kAhead < names.size()) nodes_.prefetch(names[i + kAhead]);
+    auto it = nodes_.find(names[i]);
+    if (it == nodes_.end()) continue;
+    const NodeState* node = it->second.get();
+    __builtin_prefetch(node);
+    out[i] = node;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -607,6 +629,7 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
       fresh.project = unit.owner;
       pos = s.owned.insert(pos, fresh);
     }
+    s.owner_bits |= uint64_t{1} << (static_cast<uint32_t>(unit.owner) % 64);
     ++pos->units;
     if (free >= 1) ++pos->with_room;
     pos->max_free = std::max(pos->max_free, free);

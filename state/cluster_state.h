@@ -93,6 +93,9 @@ struct OfferingSummary {
   int32_t held_units = 0;     // units with holders
   // Units with holders of one project (owner != kNoProject), by project id ascending.
   std::vector<OwnedUnits> owned;
+  // Bit (project mod 64) set for every project in `owned`: a clear bit answers "owns nothing
+  // here" without touching `owned` (a cache miss per candidate node otherwise).
+  uint64_t owner_bits = 0;
 
   const OwnedUnits* Owned(ProjectId project) const;
   bool operator==(const OfferingSummary& o) const;
@@ -214,6 +217,9 @@ class ClusterState {
   const std::shared_ptr<const Catalog>& shared_catalog() const { return catalog_; }
   const MirrorOptions& options() const { return options_; }
   const NodeState* FindNode(absl::string_view name) const;
+  // FindNode for many names, in order (nullptr for unknown ones). Overlaps the memory fetches
+  // of the next names with the current lookup: a filter names up to 5,000 nodes.
+  std::vector<const NodeState*> FindNodes(const std::vector<absl::string_view>& names) const;
   const absl::flat_hash_map<std::string, std::unique_ptr<NodeState>>& nodes() const {
     return nodes_;
   }
