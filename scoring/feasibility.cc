@@ -387,9 +387,10 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
   for (size_t i = 0; i < nodes.size(); ++i) {
     // The offerings of a node a few places ahead: their summaries are read next, and 5,000
     // candidates do not stay in cache between requests.
-    constexpr size_t kAhead = 4;
+    // (Distances: an L3 or memory fetch takes longer than one Assess.)
+    constexpr size_t kAhead = 8;
     if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
-      __builtin_prefetch(nodes[i + kAhead]->offerings.data());
+      for (const NodeOffering& no : nodes[i + kAhead]->offerings) __builtin_prefetch(&no);
     }
     // ... and, once those have arrived, the owner list of the requested offering.
     if (i + kAhead / 2 < nodes.size() && nodes[i + kAhead / 2] != nullptr) {

@@ -134,7 +134,10 @@ absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
     return absl::InvalidArgumentError(
         absl::StrCat("invalid JSON at offset ", bad, ": Invalid UTF-8 encoding."));
   }
-  constexpr unsigned kLimitedFlags = kFlags | rapidjson::kParseIterativeFlag;
+  // The recursive reader (faster than kParseIterativeFlag): the handler refuses a 65th level
+  // in StartObject/StartArray, before the reader recurses into it, so hostile nesting cannot
+  // grow the stack beyond kMaxJsonDepth frames.
+  constexpr unsigned kLimitedFlags = kFlags;
   rapidjson::Reader reader;
   rapidjson::ParseResult result;
   bool too_deep = false;
@@ -147,8 +150,10 @@ absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
   doc.SetNull();
   doc.Populate(generator);
   if (too_deep) {
+    // The reader has taken the refused '[' or '{' when it asks the handler: point at it.
+    const size_t offset = result.Offset() > 0 ? result.Offset() - 1 : 0;
     return absl::InvalidArgumentError(absl::StrCat("JSON nested deeper than ", kMaxJsonDepth,
-                                                   " levels at offset ", result.Offset()));
+                                                   " levels at offset ", offset));
   }
   if (result.IsError()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid JSON at offset ", result.Offset(),
