@@ -513,13 +513,15 @@ VerbResult ExtenderService::Prioritize(std::string body) {
         state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
     if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
     const std::vector<const NodeState*> nodes = state.FindNodes(args->names);
-    const FilterOutcome outcome = FilterNodes(state, request, nodes);
     const ProjectId project = state.FindProject(request.project);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!outcome.fits[i].fits()) continue;
+    const FilterOutcome outcome = FilterNodes(state, request, nodes, [&](size_t i) {
       // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
       scores[i] = std::clamp<int64_t>(policy_->ScoreFiltered(state, request, project, *nodes[i]),
                                       0, kMaxExtenderPriority);
+    });
+    // Nodes the cross-node affinity rule refused after all score 0.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!outcome.fits[i].fits()) scores[i] = 0;
     }
   });
   impl_->pending.Remember(std::move(args->pod));

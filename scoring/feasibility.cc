@@ -224,6 +224,11 @@ FitReason StaticCheck(const Offering& offering, const NodeState* node,
   // A node that advertises no units of the offering (any units left are held ones, draining)
   // can take no new holder whatever is evicted: unresolvable, not a capacity shortage.
   const NodeOffering* no = node->Find(offering.id);
+  // The summary's `open` is all of the checks below at once (the common case).
+  if (no != nullptr && no->summary.open) {
+    *no_out = no;
+    return FitReason::kFits;
+  }
   if (no == nullptr || no->advertised_units == 0) return FitReason::kOfferingNotOnNode;
   if (!no->unusable_reason.empty()) return FitReason::kOfferingUnusable;
   if (!OfferingSelectsNode(offering, *node)) return FitReason::kNodeSelector;
@@ -371,6 +376,12 @@ NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const No
 
 FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
                           const std::vector<const NodeState*>& nodes) {
+  return FilterNodes(state, request, nodes, [](size_t) {});
+}
+
+FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
+                          const std::vector<const NodeState*>& nodes,
+                          absl::FunctionRef<void(size_t)> on_fit) {
   FilterOutcome out;
   out.fits.resize(nodes.size());
   std::vector<bool> via_owned(nodes.size(), false);
@@ -390,7 +401,10 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
     // (Distances: an L3 or memory fetch takes longer than one Assess.)
     constexpr size_t kAhead = 8;
     if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
-      for (const NodeOffering& no : nodes[i + kAhead]->offerings) __builtin_prefetch(&no);
+      for (const NodeOffering& no : nodes[i + kAhead]->offerings) {
+        __builtin_prefetch(&no);
+        __builtin_prefetch(reinterpret_cast<const char*>(&no) + 64);  // may straddle lines
+      }
     }
     // ... and, once those have arrived, the owner list of the requested offering.
     if (i + kAhead / 2 < nodes.size() && nodes[i + kAhead / 2] != nullptr) {
@@ -399,6 +413,7 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
       }
     }
     const Verdict v = Assess(state, request, project, nodes[i], none, &headroom);
+    if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;
     via_owned[i] = v.via_owned_unit;
     owned_on_candidate = owned_on_candidate || v.via_owned_unit;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "scoring/pod_request.h"
 #include "state/cluster_state.h"
@@ -71,6 +72,12 @@ struct FilterOutcome {
 };
 FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
                           const std::vector<const NodeState*>& nodes);
+// The same, calling `on_fit(i)` for every node that CheckNode accepts, right after checking it
+// (while its memory is still in cache: prioritize scores there), before the cross-node rule
+// may still turn it into kAffinityElsewhere; callers keep only what `fits` finally accepts.
+FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
+                          const std::vector<const NodeState*>& nodes,
+                          absl::FunctionRef<void(size_t)> on_fit);
 
 }  // namespace gse
 

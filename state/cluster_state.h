@@ -82,6 +82,8 @@ struct OwnedUnits {
 // ClusterState recomputes them from the units after every change of the node's units
 // (Reindex), never patches them incrementally, and Audit() checks them against a recount.
 struct OfferingSummary {
+  // (Scalars first and the owner list last: with NodeOffering's id in front, everything a
+  // filter reads of a node offering shares its first cache line.)
   // New holders may come: the node is not removed, advertises the offering, can serve it as
   // catalogued and matches its nodeSelector.
   bool open = false;
@@ -91,28 +93,28 @@ struct OfferingSummary {
   int32_t max_free = 0;       // largest Free() over all units
   int32_t max_free_empty = 0;  // largest Free() over empty units
   int32_t held_units = 0;     // units with holders
-  // Units with holders of one project (owner != kNoProject), by project id ascending.
-  std::vector<OwnedUnits> owned;
   // Bit (project mod 64) set for every project in `owned`: a clear bit answers "owns nothing
   // here" without touching `owned` (a cache miss per candidate node otherwise).
   uint64_t owner_bits = 0;
+  // Units with holders of one project (owner != kNoProject), by project id ascending.
+  std::vector<OwnedUnits> owned;
 
   const OwnedUnits* Owned(ProjectId project) const;
   bool operator==(const OfferingSummary& o) const;
 };
 
-// One offering as one node provides it.
+// One offering as one node provides it. Hot fields (read for every candidate node) first.
 struct NodeOffering {
   OfferingId offering = kNoOffering;
-  std::string advertised_name;  // resource key in the node's allocatable (name or alias)
   int32_t advertised_units = 0;  // physical units the node advertises now
+  OfferingSummary summary;       // derived from units (see OfferingSummary)
   int32_t replicas = 1;          // tickets or shares per unit on this node
+  std::string advertised_name;   // resource key in the node's allocatable (name or alias)
   // Non-empty when the node advertises the name but cannot serve it as the catalog defines it
   // (e.g. an exclusive offering that the node time-slices, or a product mismatch): a fixed,
   // short reason; such units are never chosen.
   std::string unusable_reason;
   std::vector<Unit> units;  // units[i].index == i
-  OfferingSummary summary;  // derived from units (see OfferingSummary)
 };
 
 struct NodeState {
