@@ -284,6 +284,66 @@ std::string OfferingLabel(const ClusterState& state, const PodRequest& request) 
   return state.catalog().Get(request.offering).resource;
 }
 
+// The text of each Node object in a filter request, for echoing passing nodes back byte for
+// byte instead of re-serialising them from the DOM (a third of the time of a 5,000-Node
+// filter). `raw` is a copy of the body taken before it was parsed in place at `parsed`: an
+// in-situ document's strings point into `parsed`, at the offsets their text has in `raw`, so
+// an item's first key locates its opening brace, and an item ends where the next one begins
+// (the last one is scanned to its closing brace). Empty when the layout is not as expected;
+// the caller then re-serialises.
+std::vector<absl::string_view> RawItemSpans(const std::string& raw, const char* parsed,
+                                            const std::vector<const rapidjson::Value*>& items) {
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  std::vector<size_t> begins;
+  begins.reserve(items.size());
+  for (const rapidjson::Value* item : items) {
+    if (!item->IsObject() || item->MemberCount() == 0) return {};
+    const char* key = item->MemberBegin()->name.GetString();
+    if (key <= parsed || key >= parsed + raw.size()) return {};
+    size_t i = static_cast<size_t>(key - parsed) - 1;  // the key's opening quote
+    if (raw[i] != '"') return {};
+    while (i > 0 && is_space(raw[i - 1])) --i;
+    if (i == 0 || raw[i - 1] != '{') return {};
+    begins.push_back(i - 1);
+  }
+  std::vector<absl::string_view> spans;
+  spans.reserve(items.size());
+  for (size_t k = 0; k < begins.size(); ++k) {
+    size_t end = 0;  // one past the closing brace
+    if (k + 1 < begins.size()) {
+      size_t j = begins[k + 1];
+      while (j > begins[k] && is_space(raw[j - 1])) --j;
+      if (j == begins[k] || raw[j - 1] != ',') return {};
+      --j;
+      while (j > begins[k] && is_space(raw[j - 1])) --j;
+      if (j == begins[k] || raw[j - 1] != '}') return {};
+      end = j;
+    } else {
+      int depth = 0;
+      bool in_string = false;
+      for (size_t j = begins[k]; j < raw.size() && end == 0; ++j) {
+        const char c = raw[j];
+        if (in_string) {
+          if (c == '\\') {
+            ++j;
+          } else if (c == '"') {
+            in_string = false;
+          }
+        } else if (c == '"') {
+          in_string = true;
+        } else if (c == '{' || c == '[') {
+          ++depth;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+          end = j + 1;
+        }
+      }
+      if (end == 0) return {};
+    }
+    spans.emplace_back(raw.data() + begins[k], end - begins[k]);
+  }
+  return spans;
+}
+
 // The filter and prioritize answers list every candidate (5,000 at kube-scheduler's scale):
 // they are appended to one string directly. A string that needs escaping (never a valid node
 // name) goes through RapidJSON's writer.
@@ -413,6 +473,11 @@ ExtenderService::~ExtenderService() = default;
 
 VerbResult ExtenderService::Filter(std::string body) {
   if (!Ready()) return VerbResult{200, FilterErrorBody(kNotSynced), "error"};
+  // Full Node objects are echoed from the text as it arrived (RawItemSpans): keep a copy of a
+  // body that may carry them before it is parsed in place. A names-only body has no such key.
+  std::string raw;
+  if (body.find("\"Nodes\"") != std::string::npos) raw = body;
+  const size_t body_size = body.size();
   rapidjson::Document doc;
   if (absl::Status s = ParseBody(body, doc); !s.ok()) {
     return BadRequest(FilterErrorBody(s.message()));
@@ -452,17 +517,35 @@ VerbResult ExtenderService::Filter(std::string body) {
   out.reserve(64 + args->names.size() * 48);
   out.append("{\"Nodes\":");
   if (args->nodes_mode) {
-    // The input Node objects, unmodified (PROTOCOL §2.4: newer schedulers expect their own).
-    rapidjson::StringBuffer items;
-    JsonWriter w(items);
-    w.StartArray();
-    for (size_t i = 0; i < verdicts.size(); ++i) {
-      if (verdicts[i] == FitReason::kFits) args->node_json[i]->Accept(w);
+    // The input Node objects, unmodified (PROTOCOL §2.4: newer schedulers expect their own):
+    // their own text where it can be located, else re-serialised from the document.
+    out.append("{\"metadata\":{},\"items\":[");
+    const std::vector<absl::string_view> spans = RawItemSpans(raw, body.data(), args->node_json);
+    if (!spans.empty()) {
+      out.reserve(out.size() + body_size);
+      bool first = true;
+      for (size_t i = 0; i < verdicts.size(); ++i) {
+        if (verdicts[i] != FitReason::kFits) continue;
+        if (!first) out.push_back(',');
+        first = false;
+        out.append(spans[i].data(), spans[i].size());
+      }
+    } else {
+      // Sized for the whole body up front: growing a multi-megabyte buffer by doubling costs
+      // more than writing it.
+      rapidjson::StringBuffer items(nullptr, body_size);
+      JsonWriter w(items);
+      bool first = true;
+      for (size_t i = 0; i < verdicts.size(); ++i) {
+        if (verdicts[i] != FitReason::kFits) continue;
+        if (!first) items.Put(',');
+        first = false;
+        args->node_json[i]->Accept(w);
+        w.Reset(items);  // one writer per top-level value
+      }
+      out.append(items.GetString(), items.GetSize());
     }
-    w.EndArray();
-    out.append("{\"metadata\":{},\"items\":");
-    out.append(items.GetString(), items.GetSize());
-    out.append("},\"NodeNames\":null");
+    out.append("]},\"NodeNames\":null");
   } else {
     out.append("null,\"NodeNames\":[");
     bool first = true;
@@ -534,7 +617,12 @@ VerbResult ExtenderService::Prioritize(std::string body) {
     if (i > 0) out.push_back(',');
     out.append("{\"Host\":");
     AppendQuoted(out, args->names[i]);
-    absl::StrAppend(&out, ",\"Score\":", scores[i], "}");
+    out.append(",\"Score\":");
+    // Scores are clamped to 0..10: two digits at most, no formatting machinery per node.
+    static_assert(kMaxExtenderPriority == 10, "two-digit score writer");
+    if (scores[i] >= 10) out.push_back('1');
+    out.push_back(static_cast<char>('0' + scores[i] % 10));
+    out.push_back('}');
   }
   out.push_back(']');
   return VerbResult{200, std::move(out), "ok"};

@@ -20,6 +20,7 @@
 #include "extender/pending_pods.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "rapidjson/prettywriter.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "scoring/feasibility.h"
@@ -299,6 +300,43 @@ TEST_F(ExtenderServiceTest, FilterCapturedNodesModeRefreshesMirrorAndEchoesNodeO
   }
   ASSERT_EQ(a.passed_items_json.size(), 1u);
   EXPECT_EQ(a.passed_items_json[0], node_a_in);
+}
+
+// kube-scheduler gets its own Node objects back byte for byte, whatever their formatting,
+// escapes or position in the list (the service echoes the request's text, not a re-encoding).
+TEST_F(ExtenderServiceTest, NodesModeEchoesTheRequestTextOfPassingNodes) {
+  const rapidjson::Document in = Json(Protocol("filter-request.json"));
+  std::map<std::string, std::string> text;  // node name -> its item, pretty-printed
+  for (const auto& item : in["Nodes"]["items"].GetArray()) {
+    rapidjson::Document copy;
+    copy.CopyFrom(item, copy.GetAllocator());
+    // A label value full of escapes and non-ASCII text.
+    copy["metadata"]["labels"].AddMember("example.com/note",
+                                         rapidjson::Value("say \"hi\" \\ tab\t caf\xc3\xa9 }{][",
+                                                          copy.GetAllocator()),
+                                         copy.GetAllocator());
+    rapidjson::StringBuffer buf;
+    rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buf);
+    copy.Accept(w);
+    text[item["metadata"]["name"].GetString()] = buf.GetString();
+  }
+  ASSERT_EQ(text.size(), 2u);
+  const std::string pod = ToJson(in["Pod"]);
+  // gpu-node-a passes, gpu-node-b does not: first and last position both.
+  for (const auto& order : {std::vector<std::string>{"gpu-node-a", "gpu-node-b"},
+                            std::vector<std::string>{"gpu-node-b", "gpu-node-a"}}) {
+    std::string body = absl::StrCat("{ \"Pod\" : ", pod, ",\n  \"Nodes\"\t: { \"metadata\" : {},",
+                                    " \"items\" :\n [ ", text[order[0]], " ,\n\t",
+                                    text[order[1]], "\n ] } , \"NodeNames\" : null }\n");
+    VerbResult r = service_->Filter(body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const FilterAnswer a = ReadFilterAnswer(r);
+    EXPECT_EQ(a.passed, std::vector<std::string>{"gpu-node-a"}) << order[0];
+    EXPECT_NE(r.body.find(text["gpu-node-a"]), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find(text["gpu-node-b"]), std::string::npos) << r.body;
+    ASSERT_EQ(a.passed_items_json.size(), 1u);
+    EXPECT_EQ(a.passed_items_json[0], ToJson(Json(text["gpu-node-a"])));
+  }
 }
 
 TEST_F(ExtenderServiceTest, NodesModeReappliesChangedOrLostNodes) {
