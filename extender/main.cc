@@ -770,12 +770,20 @@ int Run(int argc, char** argv) {
       lock.unlock();
       mirror_metrics.Refresh();
       if (live) {
-        // The reflector counts per process, not per resource or call; its increments are
-        // reported under the "other" label value until it breaks them down.
+        // The reflector's counters only grow; the metrics take the increments since the
+        // last report, per watched kind, per call and per repaired object kind.
         const ReflectorCounters now = live->reflector_counters();
-        metrics.ObserveWatchRestart("other", now.watch_restarts - reported.watch_restarts);
-        metrics.ObserveApiError("other", now.api_errors - reported.api_errors);
-        metrics.ObserveDriftRepair("other", now.drift_repairs - reported.drift_repairs);
+        for (size_t k = 0; k < now.watch_restarts_by_kind.size(); ++k) {
+          metrics.ObserveWatchRestart(
+              ReflectorCounters::kKinds[k],
+              now.watch_restarts_by_kind[k] - reported.watch_restarts_by_kind[k]);
+        }
+        metrics.ObserveApiError("list", now.list_errors - reported.list_errors);
+        metrics.ObserveApiError("watch", now.watch_errors - reported.watch_errors);
+        metrics.ObserveDriftRepair("pod", now.pod_repairs - reported.pod_repairs);
+        metrics.ObserveDriftRepair("node", now.node_repairs - reported.node_repairs);
+        metrics.ObserveDriftRepair("project_quota",
+                                   now.project_quota_repairs - reported.project_quota_repairs);
         if (now.last_sync != absl::InfinitePast()) metrics.SetLastSync(now.last_sync);
         reported = now;
       }

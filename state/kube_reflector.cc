@@ -42,6 +42,9 @@ constexpr const char* kPaths[] = {"/api/v1/nodes", "/api/v1/pods", "/api/v1/name
 constexpr const char* kListKinds[] = {"NodeList", "PodList", "NamespaceList",
                                       "ResourceQuotaList"};
 constexpr const char* kKindNames[] = {"nodes", "pods", "namespaces", "resourcequotas"};
+static_assert(sizeof(kKindNames) == sizeof(ReflectorCounters::kKinds) &&
+                  KubeReflector::kKindCount == 4,
+              "ReflectorCounters::kKinds follows KubeReflector::Kind");
 
 std::string JsonLine(std::initializer_list<std::pair<const char*, std::string>> fields) {
   rapidjson::StringBuffer buf;
@@ -311,7 +314,8 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
   if (cause == "initial") return;  // nothing to repair on the first fill
   int64_t repairs = 0;
   auto diff = [&](const char* kind, const std::map<std::string, std::string>& b,
-                  const std::map<std::string, std::string>& a) {
+                  const std::map<std::string, std::string>& a) -> int64_t {
+    const int64_t before_diff = repairs;
     auto bi = b.begin();
     auto ai = a.begin();
     while (bi != b.end() || ai != a.end()) {
@@ -331,10 +335,12 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
       Log(JsonLine({{"event", "drift_repair"}, {"cause", std::string(cause)}, {"kind", kind},
                     {"key", key}, {"mirror", was}, {"api", now}}));
     }
+    return repairs - before_diff;
   };
-  diff("pod", before.pods, after.pods);
-  diff("node", before.nodes, after.nodes);
-  diff("project_quota", before.projects, after.projects);
+  Count(&ReflectorCounters::pod_repairs, diff("pod", before.pods, after.pods));
+  Count(&ReflectorCounters::node_repairs, diff("node", before.nodes, after.nodes));
+  Count(&ReflectorCounters::project_quota_repairs,
+        diff("project_quota", before.projects, after.projects));
   Count(&ReflectorCounters::drift_repairs, repairs);
 }
 
@@ -351,6 +357,7 @@ void KubeReflector::Run() {
     Listed listed;
     if (absl::Status s = ListAll(&listed); !s.ok()) {
       Count(&ReflectorCounters::api_errors);
+      Count(&ReflectorCounters::list_errors);
       Log(JsonLine({{"event", "list_failed"}, {"error", std::string(s.message())}}));
       SleepUnlessStopped(backoff * rng.Uniform(1.0, 1.5), nullptr);
       backoff = std::min(backoff * 2, options_.backoff_max);
@@ -404,7 +411,11 @@ void KubeReflector::WatchLoop(Kind kind, std::string resource_version, WatchStop
   absl::Duration backoff = options_.backoff_initial;
   bool first = true;
   while (!stopper->stopped()) {
-    if (!first) Count(&ReflectorCounters::watch_restarts);
+    if (!first) {
+      absl::MutexLock lock(&mu_);
+      ++counters_.watch_restarts;
+      ++counters_.watch_restarts_by_kind[static_cast<size_t>(kind)];
+    }
     first = false;
     absl::Duration timeout = options_.watch_timeout * rng.Uniform(1.0, 2.0);
     int64_t seconds = std::max<int64_t>(1, absl::ToInt64Seconds(timeout));
@@ -434,6 +445,7 @@ void KubeReflector::WatchLoop(Kind kind, std::string resource_version, WatchStop
     if (got_event && !corrupt) backoff = options_.backoff_initial;
     if (s.ok() && !corrupt) continue;  // the server ended the watch at timeoutSeconds
     Count(&ReflectorCounters::api_errors);
+    Count(&ReflectorCounters::watch_errors);
     Log(JsonLine({{"event", "watch_error"}, {"kind", kKindNames[kind]},
                   {"resourceVersion", resource_version},
                   {"error", corrupt ? "corrupt event line" : std::string(s.message())}}));

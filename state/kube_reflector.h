@@ -21,6 +21,7 @@
 #ifndef GSE_STATE_KUBE_REFLECTOR_H_
 #define GSE_STATE_KUBE_REFLECTOR_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,11 +54,21 @@ struct ReflectorOptions {
 
 // Counters for metrics and tests (a consistent copy).
 struct ReflectorCounters {
+  // Kinds, in this order, for the breakdowns below: nodes, pods, namespaces, resourcequotas.
+  static constexpr const char* kKinds[] = {"nodes", "pods", "namespaces", "resourcequotas"};
   int64_t watch_restarts = 0;  // watches opened again after the first one of a sync
   int64_t relists = 0;         // full relists after the initial one (410, resync)
   int64_t expired = 0;         // 410 Gone answers or ERROR events seen
   int64_t drift_repairs = 0;   // objects that a relist found different in the mirror
   int64_t api_errors = 0;      // failed list/watch calls and corrupt watch lines
+  // The same, broken down (each sums to its total): restarts per watched kind (kKinds order),
+  // API errors per call (list, or the watch of each kind), repairs per object kind.
+  std::array<int64_t, 4> watch_restarts_by_kind{};
+  int64_t list_errors = 0;
+  int64_t watch_errors = 0;
+  int64_t pod_repairs = 0;
+  int64_t node_repairs = 0;
+  int64_t project_quota_repairs = 0;
   int64_t decode_errors = 0;   // objects the decoders rejected (skipped, logged)
   int64_t events_applied = 0;  // watch events applied to the mirror (not bookmarks)
   // Pod states older than our own bind (pending, same UID, while the mirror holds the pod),

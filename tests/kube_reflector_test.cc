@@ -3,6 +3,7 @@
 // (as an HTTP answer and as an ERROR event), and a resync repairs and reports drift.
 #include "state/kube_reflector.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -150,6 +151,7 @@ TEST_F(ReflectorTest, NeverSyncedOnAPartialListAndNothingApplied) {
   ASSERT_TRUE(reflector_->WaitForSync(absl::Seconds(8)));
   EXPECT_EQ(MirrorNodes(), 3u);
   EXPECT_GE(reflector_->counters().api_errors, 3);
+  EXPECT_GE(reflector_->counters().list_errors, 3);  // the metrics' op="list"
   EXPECT_GE(fake_->RequestCount("GET", "/api/v1/resourcequotas"), 4);  // + the watch
 }
 
@@ -185,6 +187,21 @@ TEST_F(ReflectorTest, DroppedAndCorruptStreamsResumeFromTheLastResourceVersionWi
     ReflectorCounters c = reflector_->counters();
     return c.api_errors >= 2 && c.watch_restarts >= 2;
   }));
+  {
+    // Broken down for the metrics: every watch was dropped and comes back (each in its own
+    // time); the errors were watch errors, not list errors; the breakdowns add up.
+    EXPECT_TRUE(Eventually([&] {
+      const ReflectorCounters c = reflector_->counters();
+      return std::all_of(c.watch_restarts_by_kind.begin(), c.watch_restarts_by_kind.end(),
+                         [](int64_t n) { return n >= 1; });
+    }));
+    const ReflectorCounters c = reflector_->counters();
+    int64_t restarts = 0;
+    for (int64_t n : c.watch_restarts_by_kind) restarts += n;
+    EXPECT_EQ(restarts, c.watch_restarts);
+    EXPECT_EQ(c.list_errors, 0);
+    EXPECT_EQ(c.watch_errors, c.api_errors);
+  }
   EXPECT_EQ(reflector_->counters().relists, 0);  // resuming needed no relist: nothing was lost
   EXPECT_THAT(Logs(), ::testing::Contains(HasSubstr("corrupt event line")));
 }
@@ -214,6 +231,8 @@ TEST_F(ReflectorTest, ExpiredErrorEventRelistsAndReplacesTheMirror) {
   ReflectorCounters c = reflector_->counters();
   EXPECT_GE(c.expired, 1);
   EXPECT_EQ(c.drift_repairs, 2);  // the pod it missed, the pod it kept
+  EXPECT_EQ(c.pod_repairs, 2);
+  EXPECT_EQ(c.node_repairs + c.project_quota_repairs, 0);
   // Watching resumes after the relist.
   ASSERT_TRUE(fake_->Apply("pods", BoundPod("after", 6)).ok());
   EXPECT_TRUE(Eventually([&] { return MirrorHasPod("team-a/after"); }));
