@@ -58,6 +58,7 @@
 #include "state/cluster_state.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"
+#include "state/static_quota.h"
 
 #ifndef GSE_VERSION
 #define GSE_VERSION "unknown"
@@ -100,6 +101,10 @@ ABSL_FLAG(std::string, client_ca, "",
 ABSL_FLAG(std::string, project_label, "gpu.themelio.io/project",
           "namespace label whose value names a namespace's project (quota tenant); namespaces "
           "without it are their own project");
+ABSL_FLAG(std::string, quota_file, "",
+          "static quota file (JSON: {\"projects\": {\"<project>\": {\"requests.<resource>\": "
+          "\"<quantity>\"}}}, counted as in a ResourceQuota): per-project quotas besides the "
+          "cluster's ResourceQuotas; where both apply the tighter one counts");
 ABSL_FLAG(std::string, default_quota, "unlimited",
           "quota of a project for an offering that no ResourceQuota names: \"unlimited\", or "
           "\"zero\" (only projects with a ResourceQuota entry get GPUs)");
@@ -115,7 +120,7 @@ const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
     "threads",        "max_body_bytes", "read_timeout", "write_timeout", "keep_alive_timeout",
     "audit_interval", "tls_cert",       "tls_key",      "client_ca",     "project_label",
-    "default_quota"};
+    "quota_file",     "default_quota"};
 
 std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
 
@@ -375,6 +380,18 @@ absl::StatusOr<Config> LoadConfig() {
     }
     c.catalog = std::make_shared<const Catalog>(std::move(*catalog));
     c.catalog_source = absl::StrCat("catalog ", catalog_file);
+  }
+
+  // After the catalog: quota keys are checked against its offerings.
+  if (const std::string quota_file = absl::GetFlag(FLAGS_quota_file); !quota_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFile("--quota-file", quota_file);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<StaticQuotas> quotas = ParseStaticQuotas(*text, *c.catalog);
+    if (!quotas.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quota-file=", quota_file, ": ", quotas.status().message()));
+    }
+    c.mirror_options.static_quotas = *std::move(quotas);
   }
 
   const std::string snapshot_file = absl::GetFlag(FLAGS_snapshot);

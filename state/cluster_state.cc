@@ -394,7 +394,9 @@ NodeOffering* NodeState::Find(OfferingId id) {
 }
 
 ClusterState::ClusterState(std::shared_ptr<const Catalog> catalog, MirrorOptions options)
-    : catalog_(std::move(catalog)), options_(std::move(options)) {}
+    : catalog_(std::move(catalog)), options_(std::move(options)) {
+  RecomputeQuotas();  // the static quotas apply before any ResourceQuota arrives
+}
 
 // ---------------------------------------------------------------------------------------------
 // Nodes
@@ -853,6 +855,20 @@ void ClusterState::RecomputeQuotas() {
     const ProjectId id = InternProject(ProjectOfNamespace(ns));
     for (const auto& [offering, units] : limits) {
       projects_[static_cast<size_t>(id)].quota[offering] += units;
+    }
+  }
+  // The static quota file names projects directly; where a ResourceQuota also limits the
+  // project, both apply, so the tighter one counts.
+  for (const auto& [project, hard] : options_.static_quotas) {
+    ResourceQuotaObject object;
+    object.hard_milli = hard;
+    const ProjectId id = InternProject(project);
+    auto& quota = projects_[static_cast<size_t>(id)].quota;
+    for (const Offering& offering : catalog_->offerings()) {
+      const int64_t units = QuotaOfObject(offering, object);
+      if (units < 0) continue;
+      auto [it, inserted] = quota.emplace(offering.id, units);
+      if (!inserted) it->second = std::min(it->second, units);
     }
   }
 }

@@ -43,6 +43,9 @@ struct MirrorOptions {
   std::string project_label = "gpu.themelio.io/project";
   // A project without any ResourceQuota entry for an offering: unlimited (true) or zero.
   bool unlimited_without_quota = true;
+  // Quotas from a static quota file (state/static_quota.h): project -> spec.hard-style key ->
+  // milli-units. A project's quota is the tighter of these and its ResourceQuotas.
+  std::map<std::string, std::map<std::string, int64_t>> static_quotas;
 };
 
 struct Holding {

@@ -834,6 +834,29 @@ TEST(HttpBinaryTest, DefaultQuotaDecidesForProjectsWithoutResourceQuota) {
   }
 }
 
+TEST(HttpBinaryTest, QuotaFileLimitsAProjectWithoutResourceQuota) {
+  std::string body = ReadFileOrDie(SourcePath("examples/filter-request.json"));
+  body = absl::StrReplaceAll(body, {{"\"team-a\"", "\"research\""},
+                                    {"nvidia.com/mig-1g.5gb.shared", "nvidia.com/gpu"}});
+  TempDir dir;
+  dir.Write("quotas.json", R"({"projects":{"research":{"requests.nvidia.com/gpu":"0"}}})");
+  auto child = StartBinary({"--listen=127.0.0.1:0", "--quota-file=" + dir.File("quotas.json")});
+  ASSERT_NE(child, nullptr);
+  httplib::Client client("127.0.0.1", child->ListenPort());
+  httplib::Result r = PostJson(client, "/filter", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  rapidjson::Document filter = Parse(r->body);
+  ASSERT_TRUE(filter["NodeNames"].IsArray()) << r->body;
+  // Without the file the project is unlimited (DefaultQuotaDecides... above); with it, zero.
+  EXPECT_EQ(filter["NodeNames"].Size(), 0u) << r->body;
+  ASSERT_TRUE(filter["FailedAndUnresolvableNodes"].HasMember("h100-1")) << r->body;
+  EXPECT_STREQ(filter["FailedAndUnresolvableNodes"]["h100-1"].GetString(),
+               "project quota exhausted");
+  child->Signal(SIGTERM);
+  EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
+}
+
 TEST(HttpBinaryTest, SigtermAnswersTheRequestInFlightThenExitsZero) {
   // A long keep-alive timeout: exiting must not wait for idle connections.
   auto child = StartBinary({"--listen=127.0.0.1:0", "--keep-alive-timeout=60s"});
@@ -909,6 +932,7 @@ TEST(HttpBinaryTest, ConfigurationErrorsExit2AndNameTheFlag) {
   dir.Write("bad-node.json",
             R"({"kind":"List","items":[{"kind":"Node","metadata":{},"status":{}}]})");
   dir.Write("bad-catalog.yaml", "offerings: 7\n");
+  dir.Write("typo-quota.json", R"({"projects":{"research":{"requests.nvidia.com/gpux":"1"}}})");
   // Something listening on a port (plain socket, no SO_REUSEPORT): --listen must fail.
   const int busy = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -935,6 +959,10 @@ TEST(HttpBinaryTest, ConfigurationErrorsExit2AndNameTheFlag) {
       {{"--prefix=a b"}, {"--prefix"}},
       {{"--project-label=not a label"}, {"--project-label"}},
       {{"--default-quota=some"}, {"--default-quota", "unlimited", "zero"}},
+      {{"--quota-file=/nonexistent/quotas.json"}, {"--quota-file", "/nonexistent/quotas.json"}},
+      {{"--quota-file=" + dir.File("bad.json")}, {"--quota-file", "invalid JSON"}},
+      {{"--quota-file=" + dir.File("typo-quota.json")},
+       {"--quota-file", "requests.nvidia.com/gpux", "no catalog offering"}},
       {{"--catalog=/nonexistent/catalog.yaml"}, {"--catalog", "/nonexistent/catalog.yaml"}},
       {{"--catalog=" + dir.File("bad-catalog.yaml")}, {"--catalog", "bad-catalog.yaml"}},
       {{"--snapshot=/nonexistent/snap.json"}, {"--snapshot", "/nonexistent/snap.json"}},
