@@ -267,10 +267,19 @@ absl::StatusOr<std::vector<int64_t>> InProcessPlacer::Prioritize(
   mirror_.Read([&](const ClusterState& state) {
     const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
                                                  state.ProjectOfNamespace(plan.pod.namespace_name));
-    if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
+    if (!request.unresolvable.empty()) return;
     std::vector<const NodeState*> nodes;
     nodes.reserve(names.size());
     for (const std::string& n : names) nodes.push_back(state.FindNode(n));
+    if (request.offering == kNoOffering) {
+      // Only with ReplayOptions::extender_all_pods: the policy scores a pod that takes no
+      // unit (0 for policies that do not model host resources).
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i] == nullptr) continue;
+        scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0, kMaxExtenderPriority);
+      }
+      return;
+    }
     const FilterOutcome outcome = FilterNodes(state, request, nodes);
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!outcome.fits[i].fits()) continue;
@@ -1027,7 +1036,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
         Arrived(plan.gpu, false);
         return absl::OkStatus();
       }
-      if (!interested) {
+      if (!interested && !options_.extender_all_pods) {
         // Not the extender's pod: kube-scheduler's in-tree scores only, ties to the lowest name.
         std::string best;
         int64_t best_score = -1;
@@ -1084,6 +1093,19 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       Fail(Dominant(ext_reasons));
       Arrived(plan.gpu, false);
       return absl::OkStatus();
+    }
+    if (!interested) {
+      // extender_all_pods: the extender binds a pod that takes no unit as the default binder
+      // would (one client: nothing changed since the built-in fit above).
+      {
+        absl::MutexLock lock(&mu_);
+        Observe("filter", filter_us);
+        if (prioritize_us >= 0) Observe("prioritize", prioritize_us);
+        ledger_.Bind(plan.pod, plan.project, best, nullptr, false);
+        if (options_.keep_placements) result_.placements.push_back(absl::StrCat(a.Key(), " ", best));
+        Arrived(plan.gpu, true);
+      }
+      return placer_.BindPlain(plan, best);
     }
 
     absl::MutexLock bind_lock(&bind_mu_);
@@ -1380,8 +1402,24 @@ absl::StatusOr<RunResult> Driver::Run() {
 
 }  // namespace
 
+absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& placer) {
+  if (options.extender_all_pods && !placer.ScoresEveryPod()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extender_all_pods (--extender-all-pods): needs the in-process mode, not ", placer.Describe(),
+        ": the extender's prioritize verb scores only pods that ask for a catalog resource and its "
+        "mirror knows no cpu/memory, so CPU-only pods would silently be placed otherwise"));
+  }
+  if (options.extender_all_pods && options.concurrency > 1) {
+    return absl::InvalidArgumentError(
+        "extender_all_pods (--extender-all-pods): needs concurrency 1 (the pod's own cpu/memory, "
+        "which its score needs, is known only with one client)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunResult> RunReplay(const ReplayInput& input, Placer& placer,
                                     const ReplayOptions& options) {
+  if (absl::Status s = ValidateReplayOptions(options, placer); !s.ok()) return s;
   FragmentationOptions fo;
   fo.tasks = TaskMixOf(input);
   fo.twins = input.twins;

@@ -9,7 +9,9 @@
 //   -> pods asking for a catalog resource: Placer::Filter -> Placer::Prioritize (skipped when
 //      one node is left) -> the best score, ties to the lowest node name -> Placer::Bind;
 //   -> other pods (the extender is not interested): the best in-tree score (ReplayOptions::
-//      score_plugins), ties to the lowest name, bound without the extender.
+//      score_plugins), ties to the lowest name, bound without the extender; with
+//      ReplayOptions::extender_all_pods they take the extender's path too (filter passes every
+//      node, the policy's score counts, bind reserves no unit).
 // Scores: in-tree plugins + the extender's score x extender_weight x 10, as kube-scheduler.
 // A pod that fits nowhere is dropped (counted by reason), never retried. Deletions, node
 // events and the replay's node agent ("twin" GPUs: while one half of a GPU advertised both as
@@ -136,6 +138,9 @@ class Placer {
   virtual absl::Status ApplyBoundPod(const PodObject& pod, const std::string& pod_json) = 0;
   // Waits until the decision maker has seen every fact applied so far.
   virtual absl::Status Sync() { return absl::OkStatus(); }
+  // Whether Filter/Prioritize/Bind accept a pod that asks for no catalog resource and let the
+  // policy score it (ReplayOptions::extender_all_pods).
+  virtual bool ScoresEveryPod() const { return false; }
   // ClusterState::Audit of the decision maker's own mirror, when it can be reached.
   virtual std::optional<AuditReport> MirrorAudit() { return std::nullopt; }
 };
@@ -151,6 +156,7 @@ class InProcessPlacer : public Placer {
   absl::StatusOr<std::vector<int64_t>> Prioritize(const PodPlan& pod, const std::vector<std::string>& nodes) override;
   absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) override;
   absl::Status BindPlain(const PodPlan&, const std::string&) override { return absl::OkStatus(); }
+  bool ScoresEveryPod() const override { return true; }
   absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) override;
   absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) override;
   absl::Status RemoveNode(const std::string& name) override;
@@ -325,6 +331,14 @@ struct ReplayOptions {
   std::vector<std::pair<std::string, int64_t>> score_plugins = {{"least-allocated", 1},
                                                                 {"balanced-allocation", 1}};
   int64_t extender_weight = 5;
+  // Every pod goes to the extender (a KubeSchedulerConfiguration extender entry without
+  // managedResources): pods asking for no catalog resource also pass through filter (which
+  // passes every node, I6) and prioritize, where the policy scores them (fgd: by how the pod's
+  // cpu/memory change the fragmentation of the node's idle GPUs), and the extender binds them
+  // without units. false (the default): they never reach the extender and kube-scheduler's
+  // in-tree scores alone place them, as with the project's gpu-scheduler.yaml. Needs a Placer
+  // whose ScoresEveryPod() (in-process only).
+  bool extender_all_pods = false;
   HostView* host = nullptr;  // attached to the run's ledger when set
   TraceWriter* record = nullptr;
   bool keep_placements = false;
@@ -356,6 +370,14 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::str
                                                                   const ReplayInput& input,
                                                                   HostView* host = nullptr);
 
+// Option combinations a run refuses, whatever the input; the error names the option and says
+// why: extender_all_pods with a placer that cannot score pods without a catalog resource (the
+// HTTP placers: ExtenderService's prioritize scores only pods that ask for a catalog
+// resource, and its mirror knows no cpu/memory), or with concurrency > 1 (the pod's own
+// cpu/memory, which the score needs, is known only with one client).
+absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& placer);
+
+// Runs ValidateReplayOptions first (InvalidArgument when it fails, nothing replayed).
 absl::StatusOr<RunResult> RunReplay(const ReplayInput& input, Placer& placer,
                                     const ReplayOptions& options);
 

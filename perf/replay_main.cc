@@ -86,6 +86,13 @@ ABSL_FLAG(std::string, score_plugins, "least-allocated=1,balanced-allocation=1",
           "kube-scheduler's in-tree score plugins NAME=WEIGHT added to the extender's score: "
           "least-allocated, most-allocated (NodeResourcesFit on cpu, memory), "
           "balanced-allocation; \"\" = none. Default: the project's gpu-scheduler.yaml");
+ABSL_FLAG(bool, extender_all_pods, false,
+          "send every pod to the extender (an extender entry without managedResources): pods "
+          "asking for no GPU resource also go through filter (every node passes) and prioritize, "
+          "where the policy scores them (fgd: by the fragmentation their cpu/memory cause on the "
+          "node's idle GPUs; other policies: 0), as the FGD simulator scores every pod. In-process "
+          "only. Default false: the project's gpu-scheduler.yaml sets managedResources, so "
+          "kube-scheduler's in-tree scores alone place such pods");
 ABSL_FLAG(int32_t, extender_weight, 5, "the extender's weight (kube-scheduler adds score x weight x 10)");
 ABSL_FLAG(int32_t, mps_replicas, 100, "openb: MPS shares per GPU (100 = 1% of a GPU per share)");
 ABSL_FLAG(int32_t, ts_replicas, 4, "openb --mig: time-sliced tickets per MIG slice");
@@ -187,6 +194,13 @@ int Main() {
     return usage_error("--concurrency must be 1..256");
   }
   if (!http && absl::GetFlag(FLAGS_concurrency) != 1) return usage_error("--concurrency needs --http or --extender");
+  if (absl::GetFlag(FLAGS_extender_all_pods) && http) {
+    // The same check RunReplay makes (ValidateReplayOptions), before any input is read.
+    return usage_error(
+        "--extender-all-pods needs the in-process mode: the extender's prioritize verb scores only "
+        "pods that ask for a GPU resource and its mirror knows no cpu/memory, so over HTTP CPU-only "
+        "pods would silently be placed by in-tree scores alone");
+  }
   const int32_t pct = absl::GetFlag(FLAGS_percentage_of_nodes_to_score);
   if (pct < 0 || pct > 100) return usage_error("--percentage-of-nodes-to-score must be 0..100");
   std::vector<std::string> policies = absl::StrSplit(absl::GetFlag(FLAGS_policies), ',', absl::SkipEmpty());
@@ -258,6 +272,8 @@ int Main() {
   ctx.input["concurrency"] = absl::StrCat(absl::GetFlag(FLAGS_concurrency));
   ctx.input["score_plugins"] = absl::GetFlag(FLAGS_score_plugins);
   ctx.input["extender_weight"] = absl::StrCat(absl::GetFlag(FLAGS_extender_weight));
+  ctx.input["extender_all_pods"] = absl::GetFlag(FLAGS_extender_all_pods) ? "true" : "false";
+  if (absl::GetFlag(FLAGS_extender_all_pods)) absl::StrAppend(&ctx.title, ", every pod through the extender");
 
   std::vector<RunResult> runs;
   const int32_t nseeds = openb ? absl::GetFlag(FLAGS_seeds) : 1;
@@ -292,6 +308,7 @@ int Main() {
       ro.concurrency = absl::GetFlag(FLAGS_concurrency);
       ro.score_plugins = plugins;
       ro.extender_weight = absl::GetFlag(FLAGS_extender_weight);
+      ro.extender_all_pods = absl::GetFlag(FLAGS_extender_all_pods);
       ro.host = &host;
       if (!absl::GetFlag(FLAGS_record).empty() && recorder == nullptr) {
         absl::StatusOr<std::unique_ptr<TraceWriter>> w = TraceWriter::Open(absl::GetFlag(FLAGS_record), input->trace.header);
@@ -343,7 +360,7 @@ int main(int argc, char** argv) {
       "placement policies.\n\n"
       "  replay --openb-nodes=FILE --openb-pods=FILE [--load=1.3] [--seed=S --seeds=N]\n"
       "         [--policies=fgd,bestfit,affinity-pack] [--json=FILE] [--svg=FILE] [--mig]\n"
-      "         [--in-process | --http | --extender=URL]\n"
+      "         [--in-process | --http | --extender=URL] [--extender-all-pods]\n"
       "  replay [--snapshot=FILE] --trace=FILE [--catalog=FILE] [--record=FILE] ...\n\n"
       "Flags may be spelled with dashes (--openb-nodes) or underscores (--openb_nodes).\n"
       "Trace format and mappings: docs/replay.md. Exit 0 ok, 1 audit found a violation, 2 error.");

@@ -13,6 +13,18 @@
 // node's delta, since other nodes are unchanged); on the node, ChooseUnits takes the unit whose
 // placement increases F least, so the score describes exactly the units bind will reserve.
 //
+// Host resources (FragmentationOptions::host_free, where the caller knows free cpu/memory):
+// a task that lacks cpu or memory on a node fits nowhere on it (FGD's "lack CPU" quadrants),
+// and a placement is also charged the change of the node's *starved* capacity: the idle GPU
+// capacity that its free cpu and memory cannot feed at the mix's mean cpu and memory per GPU.
+// F only sees the cliff where a task stops fitting; the starved term sees the approach to it,
+// so that cpu-hungry pods go where cpu is plentiful relative to idle GPUs. Both are in GPUs.
+//
+// Pods that ask for no catalog resource (a deployment that sends every pod to the extender):
+// Score(request with offering kNoOffering) is fgd's value of the pod's cpu/memory alone (the
+// devices do not change; 0 on a node without idle GPUs), known only with pod_host_demand;
+// without it, and for "fgd-gpu" and "bestfit", every node scores alike (5 and 0).
+//
 // Twins: an offering pair (exclusive, mps) whose unit i on a node is the same physical GPU
 // (the replayer's openb mapping advertises every GPU both ways; see docs/replay.md). Such a
 // device's idle capacity is the larger of its two views, never their sum.
@@ -21,9 +33,9 @@
 // better) and takes the fullest unit that fits; like the FGD paper's BestFit, but GPU-only
 // (the extender sees no CPU).
 //
-// Scores are integers 0..10 (kube-scheduler's extender range): 10 - bucket(x), with x the
-// fragmentation the placement adds beyond the capacity it consumes (fgd) or the capacity left
-// (bestfit), bucketed finely near 0 where decisions matter (kScoreBuckets in the .cc).
+// Scores are integers 0..10 (kube-scheduler's extender range): fgd round(10 / (1 + e^(1.5 x)))
+// with x its value above (GPUs; FGD's sigmoid, steeper for 11 levels), bestfit a bucket of the
+// capacity left (finer near 0).
 // Both policies are stateless toward callers and thread-safe; "fgd" memoises F per node shape
 // behind a mutex (bounded, cleared when full).
 #ifndef GSE_SCORING_FRAGMENTATION_POLICY_H_
@@ -69,10 +81,12 @@ struct FragmentationOptions {
   // Optional host view. The mirror tracks GPU units only; where the free cpu and memory of
   // nodes are known (the replayer passes kube-scheduler's own accounting), a task that lacks
   // them on a node counts all the node's idle GPU capacity as fragment, as FGD's "lack CPU"
-  // quadrants do, and a placement is assumed to take the mean cpu/memory of its task class.
+  // quadrants do, the starved capacity counts (above), and a placement is assumed to take
+  // the mean cpu/memory of its task class.
   HostFreeFn host_free;
   // Optional: the cpu and memory of the pod being decided, when the caller knows it (the
-  // replayer with one scheduler client); else the mean of its task class is assumed.
+  // replayer with one scheduler client); else the mean of its task class is assumed (and a
+  // pod without a catalog resource gets no preference).
   std::function<bool(int64_t* cpu_milli, int64_t* memory_milli)> pod_host_demand;
 };
 

@@ -398,6 +398,89 @@ TEST(ReplayHttp, ConcurrentClientsKeepEveryInvariant) {
   EXPECT_EQ(r.mirror_audit->oversubscribed_units, 0);
 }
 
+// Every pod through the extender (ReplayOptions::extender_all_pods), by hand. Node a: 1 GPU,
+// 8 cpus; node b: no GPU, 8 cpus. c1 (CPU-only, 6 cpus) arrives before g1 (1 GPU, 4 cpus),
+// so the mix is {1 GPU with 4 cpus}.
+//   Old behaviour (c1 never reaches the extender; no in-tree scores): c1 -> a, the lowest
+//   name; g1 then lacks cpu on a (2 left) and fails: the idle GPU is stranded.
+//   fgd scoring c1: on a, F goes from 0 to 1 (the GPU task no longer fits: 2 < 4 cpus) and
+//   the starved capacity from 0 to 1 - 2/4 = 0.5: delta 1.5, score round(10 / (1 + e^2.25))
+//   = 1; on b (no idle GPU) delta 0, score 5. c1 -> b, and g1 -> a.
+std::string StrandTrace() {
+  return absl::StrJoin(
+      std::vector<std::string>{
+          Header(),
+          absl::StrCat("{\"type\":\"objects\",\"list\":{\"kind\":\"List\",\"items\":[", NodeJson("a", 1), ",",
+                       NodeJson("b", 0), "]}}"),
+          Arrive("c1", "\"cpu\":\"6\",\"memory\":\"1Gi\""),
+          Arrive("g1", "\"cpu\":\"4\",\"memory\":\"1Gi\",\"nvidia.com/gpu\":\"1\""),
+      },
+      "\n");
+}
+
+RunResult RunWithHost(const ReplayInput& in, const std::string& policy, ReplayOptions o) {
+  HostView host;
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy(policy, in, &host);
+  EXPECT_TRUE(p.ok()) << p.status();
+  InProcessPlacer placer(in.catalog, *std::move(p));
+  o.policy = policy;
+  o.keep_placements = true;
+  o.host = &host;
+  absl::StatusOr<RunResult> r = RunReplay(in, placer, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : RunResult{};
+}
+
+TEST(ReplayExtenderAllPods, FgdKeepsACpuOnlyPodOffANodeWhoseGpuItWouldStrand) {
+  const ReplayInput in = InputOf(StrandTrace());
+  const RunResult old_way = RunWithHost(in, "fgd", ExtenderOnly());
+  EXPECT_THAT(old_way.placements, ElementsAre("team-a/c1 a"));
+  EXPECT_EQ(old_way.pods_failed.at("insufficient_cpu"), 1);
+  EXPECT_DOUBLE_EQ(old_way.gpu_allocation, 0);
+  EXPECT_EQ(old_way.latency.count("prioritize"), 0u);  // c1 never reached the extender
+
+  ReplayOptions all = ExtenderOnly();
+  all.extender_all_pods = true;
+  const RunResult r = RunWithHost(in, "fgd", all);
+  ASSERT_EQ(r.placements.size(), 2u);
+  EXPECT_EQ(r.placements[0], "team-a/c1 b");
+  EXPECT_THAT(r.placements[1], HasSubstr("team-a/g1 a nvidia.com/gpu/0"));
+  EXPECT_TRUE(r.pods_failed.empty());
+  EXPECT_DOUBLE_EQ(r.gpu_allocation, 1);
+  EXPECT_EQ(r.latency.at("prioritize").count, 1);  // c1's (g1 had one feasible node left)
+  EXPECT_EQ(r.audit.over_capacity_nodes, 0);
+
+  // Policies that do not model host resources score such pods 0 everywhere: unchanged.
+  for (const char* policy : {"affinity-pack", "bestfit", "fgd-gpu"}) {
+    EXPECT_THAT(RunWithHost(in, policy, all).placements, ElementsAre("team-a/c1 a")) << policy;
+  }
+}
+
+TEST(ReplayExtenderAllPods, RefusedWhereThePodsCannotBeScored) {
+  const ReplayInput in = InputOf(StrandTrace());
+  ReplayOptions o = ExtenderOnly();
+  o.extender_all_pods = true;
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy("fgd", in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  HttpPlacerOptions ho;
+  ho.catalog = in.catalog;
+  HttpPlacer http(ho, *std::move(p));
+  absl::Status s = ValidateReplayOptions(o, http);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("extender_all_pods (--extender-all-pods): needs the in-process mode"));
+  absl::StatusOr<RunResult> r = RunReplay(in, http, o);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> q = MakeReplayPolicy("fgd", in);
+  ASSERT_TRUE(q.ok()) << q.status();
+  InProcessPlacer local(in.catalog, *std::move(q));
+  EXPECT_TRUE(ValidateReplayOptions(o, local).ok());
+  o.concurrency = 2;
+  EXPECT_THAT(std::string(ValidateReplayOptions(o, local).message()), HasSubstr("needs concurrency 1"));
+  o.extender_all_pods = false;
+  EXPECT_TRUE(ValidateReplayOptions(o, local).ok());
+}
+
 TEST(ReplayAudit, CatchesACorruptedLedger) {
   const ReplayInput in = InputOf(HandTrace());
   Ledger ledger(in.catalog, {{"nvidia.com/gpu", "nvidia.com/gpu.mps"}});
