@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -347,11 +348,14 @@ std::vector<absl::string_view> RawItemSpans(const std::string& raw, const char* 
 // The filter and prioritize answers list every candidate (5,000 at kube-scheduler's scale):
 // they are appended to one string directly. A string that needs escaping (never a valid node
 // name) goes through RapidJSON's writer.
-void AppendQuoted(std::string& out, absl::string_view s) {
-  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+bool NeedsEscaping(absl::string_view s) {
+  return !std::all_of(s.begin(), s.end(), [](char c) {
     return static_cast<unsigned char>(c) >= 0x20 && c != '"' && c != '\\';
   });
-  if (plain) {
+}
+
+void AppendQuoted(std::string& out, absl::string_view s) {
+  if (!NeedsEscaping(s)) {
     out.push_back('"');
     out.append(s.data(), s.size());
     out.push_back('"');
@@ -363,29 +367,56 @@ void AppendQuoted(std::string& out, absl::string_view s) {
   out.append(buf.GetString(), buf.GetSize());
 }
 
+// Appends what `emit` produces in two passes: the first sums the pieces' sizes, the second
+// copies them into space reserved once. Lists of 5,000 entries cost one allocation and a
+// memcpy per piece instead of a capacity check per character.
+template <typename Emit>
+void AppendPieces(std::string& out, const Emit& emit) {
+  size_t size = 0;
+  emit([&](absl::string_view piece) { size += piece.size(); });
+  const size_t at = out.size();
+  out.resize(at + size);
+  char* cursor = &out[at];
+  emit([&](absl::string_view piece) {
+    std::memcpy(cursor, piece.data(), piece.size());
+    cursor += piece.size();
+  });
+}
+
 // FailedNodes / FailedAndUnresolvableNodes: name -> message for every node whose verdict is
 // in that class, written straight from the verdicts (no map of copied names); a name given
-// twice appears twice with the same message, which Go's decoder accepts.
+// twice appears twice with the same message, which Go's decoder accepts. `names_plain`: no
+// name needs JSON escaping (checked once per request), so names are copied as they are.
 void AppendFailureMap(std::string& out, const std::vector<absl::string_view>& names,
-                      const std::vector<FitReason>& verdicts, const PodRequest& request,
-                      bool unresolvable_class) {
-  std::array<std::string, kReasonCount> messages;  // quoted, once per reason
+                      bool names_plain, const std::vector<FitReason>& verdicts,
+                      const PodRequest& request, bool unresolvable_class) {
+  std::array<std::string, kReasonCount> messages;  // `":"` + quoted message, once per reason
+  std::array<bool, kReasonCount> listed{};         // the reasons of this class
   for (int r = 0; r < kReasonCount; ++r) {
-    AppendQuoted(messages[static_cast<size_t>(r)],
-                 NodeFit{static_cast<FitReason>(r)}.Message(request));
+    const NodeFit fit{static_cast<FitReason>(r)};
+    listed[static_cast<size_t>(r)] = !fit.fits() && fit.unresolvable() == unresolvable_class;
+    messages[static_cast<size_t>(r)] = names_plain ? "\":" : ":";
+    AppendQuoted(messages[static_cast<size_t>(r)], fit.Message(request));
   }
-  out.push_back('{');
-  bool first = true;
-  for (size_t i = 0; i < verdicts.size(); ++i) {
-    const NodeFit fit{verdicts[i]};
-    if (fit.fits() || fit.unresolvable() != unresolvable_class) continue;
-    if (!first) out.push_back(',');
-    first = false;
-    AppendQuoted(out, names[i]);
-    out.push_back(':');
-    out.append(messages[static_cast<size_t>(verdicts[i])]);
-  }
-  out.push_back('}');
+  AppendPieces(out, [&](const auto& put) {
+    put("{");
+    bool first = true;
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      const size_t r = static_cast<size_t>(verdicts[i]);
+      if (!listed[r]) continue;
+      put(first ? absl::string_view(names_plain ? "\"" : "") : (names_plain ? ",\"" : ","));
+      first = false;
+      if (names_plain) {
+        put(names[i]);
+      } else {
+        std::string quoted;
+        AppendQuoted(quoted, names[i]);
+        put(quoted);
+      }
+      put(messages[r]);
+    }
+    put("}");
+  });
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -557,10 +588,13 @@ VerbResult ExtenderService::Filter(std::string body) {
     }
     out.push_back(']');
   }
+  const bool names_plain = std::none_of(args->names.begin(), args->names.end(), NeedsEscaping);
   out.append(",\"FailedNodes\":");
-  AppendFailureMap(out, args->names, verdicts, request, /*unresolvable_class=*/false);
+  AppendFailureMap(out, args->names, names_plain, verdicts, request,
+                   /*unresolvable_class=*/false);
   out.append(",\"FailedAndUnresolvableNodes\":");
-  AppendFailureMap(out, args->names, verdicts, request, /*unresolvable_class=*/true);
+  AppendFailureMap(out, args->names, names_plain, verdicts, request,
+                   /*unresolvable_class=*/true);
   out.append(",\"Error\":\"\"}");
 
   if (ExtenderMetrics* m = impl_->options.metrics) {
@@ -610,21 +644,31 @@ VerbResult ExtenderService::Prioritize(std::string body) {
   impl_->pending.Remember(std::move(args->pod));
 
   // HostPriorityList: [{"Host":"...","Score":n},...], every input node in input order.
+  // Scores are clamped to 0..10: their text is one of eleven fixed pieces.
+  static_assert(kMaxExtenderPriority == 10, "score pieces");
+  static constexpr absl::string_view kScoreTail[] = {
+      "\",\"Score\":0}", "\",\"Score\":1}", "\",\"Score\":2}", "\",\"Score\":3}",
+      "\",\"Score\":4}", "\",\"Score\":5}", "\",\"Score\":6}", "\",\"Score\":7}",
+      "\",\"Score\":8}", "\",\"Score\":9}", "\",\"Score\":10}"};
+  const bool names_plain = std::none_of(args->names.begin(), args->names.end(), NeedsEscaping);
   std::string out;
-  out.reserve(2 + args->names.size() * 40);
-  out.push_back('[');
-  for (size_t i = 0; i < scores.size(); ++i) {
-    if (i > 0) out.push_back(',');
-    out.append("{\"Host\":");
-    AppendQuoted(out, args->names[i]);
-    out.append(",\"Score\":");
-    // Scores are clamped to 0..10: two digits at most, no formatting machinery per node.
-    static_assert(kMaxExtenderPriority == 10, "two-digit score writer");
-    if (scores[i] >= 10) out.push_back('1');
-    out.push_back(static_cast<char>('0' + scores[i] % 10));
-    out.push_back('}');
-  }
-  out.push_back(']');
+  AppendPieces(out, [&](const auto& put) {
+    put("[");
+    for (size_t i = 0; i < scores.size(); ++i) {
+      put(i > 0 ? ",{\"Host\":" : "{\"Host\":");
+      if (names_plain) {
+        put("\"");
+        put(args->names[i]);
+      } else {
+        std::string quoted;
+        AppendQuoted(quoted, args->names[i]);
+        quoted.pop_back();  // the tail below closes the string
+        put(quoted);
+      }
+      put(kScoreTail[static_cast<size_t>(scores[i])]);
+    }
+    put("]");
+  });
   return VerbResult{200, std::move(out), "ok"};
 }
 

@@ -401,6 +401,30 @@ TEST_F(ExtenderServiceTest, FilterUnknownNodeIsUnresolvableWithReason) {
   EXPECT_TRUE(a.failed.empty());
 }
 
+// Answers are written by hand for speed; a node name that JSON must escape (never a valid
+// Kubernetes name, but a client may send anything) still comes back as valid JSON, unchanged.
+TEST_F(ExtenderServiceTest, NamesThatNeedEscapingComeBackIntactInEveryAnswer) {
+  LoadExampleNodes();
+  const std::string odd = "odd \"node\" \\ name";
+  const std::string body = absl::StrCat(
+      R"({"Pod":)", PodJson("p", "uid-p", {{kMig, "1"}}),
+      R"(,"Nodes":null,"NodeNames":["gpu-node-a","odd \"node\" \\ name"]})");
+  FilterAnswer a = ReadFilterAnswer(service_->Filter(body));
+  EXPECT_EQ(a.passed, std::vector<std::string>{"gpu-node-a"});
+  EXPECT_EQ(a.unresolvable,
+            (std::map<std::string, std::string>{{odd, Message(FitReason::kNodeUnknown)}}));
+
+  VerbResult p = service_->Prioritize(body);
+  ASSERT_EQ(p.status, 200) << p.body;
+  rapidjson::Document scores = Json(p.body);
+  ASSERT_TRUE(scores.IsArray()) << p.body;
+  ASSERT_EQ(scores.Size(), 2u);
+  EXPECT_STREQ(scores[0]["Host"].GetString(), "gpu-node-a");
+  EXPECT_GE(scores[0]["Score"].GetInt64(), 1);
+  EXPECT_EQ(scores[1]["Host"].GetString(), odd);
+  EXPECT_EQ(scores[1]["Score"].GetInt64(), 0);
+}
+
 TEST_F(ExtenderServiceTest, PodWithoutCatalogResourcePassesEveryNodeUntouched) {
   LoadExampleNodes();
   const std::string before = service_->DebugStateJson();
