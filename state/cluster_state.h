@@ -121,14 +121,15 @@ struct NodeOffering {
 };
 
 struct NodeState {
+  // (What a filter reads of every candidate comes first: one cache line.)
+  std::vector<NodeOffering> offerings;
+  bool removed = false;      // node object deleted while units were still held
+  int32_t held_units = 0;    // units with holders over all offerings (derived, like summary)
+  int32_t gpu_count = 0;     // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
+  uint64_t fingerprint = 0;  // of the fields derived from the Node object
   std::string name;
   std::string gpu_product;  // nvidia.com/gpu.product
-  int32_t gpu_count = 0;    // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
-  bool removed = false;     // node object deleted while units were still held
   std::map<std::string, std::string> labels;  // only keys some catalog nodeSelector uses
-  std::vector<NodeOffering> offerings;
-  uint64_t fingerprint = 0;  // of the fields above as derived from the Node object
-  int32_t held_units = 0;    // units with holders over all offerings (derived, like summary)
 
   const NodeOffering* Find(OfferingId id) const;
   NodeOffering* Find(OfferingId id);
