@@ -22,6 +22,7 @@
 #include "state/cluster_state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -395,7 +396,14 @@ NodeOffering* NodeState::Find(OfferingId id) {
 
 ClusterState::ClusterState(std::shared_ptr<const Catalog> catalog, MirrorOptions options)
     : catalog_(std::move(catalog)), options_(std::move(options)) {
+  BumpNodeSetVersion();
   RecomputeQuotas();  // the static quotas apply before any ResourceQuota arrives
+}
+
+void ClusterState::BumpNodeSetVersion() {
+  // Process-wide, so that a fresh state (Mirror::ReplaceAll) never repeats an old value.
+  static std::atomic<uint64_t> next{1};
+  node_set_version_ = next.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,6 +419,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     auto node = std::make_unique<NodeState>();
     node->name = object.name;
     it = nodes_.emplace(object.name, std::move(node)).first;
+    BumpNodeSetVersion();
   }
   NodeState& node = *it->second;
   Unindex(node);
@@ -461,6 +470,7 @@ void ClusterState::RemoveNode(absl::string_view name) {
   const bool held = std::any_of(node.offerings.begin(), node.offerings.end(), HasHolders);
   if (!held) {
     nodes_.erase(it);
+    BumpNodeSetVersion();
     return;
   }
   // Pods still hold units here (their deletions have not arrived yet): keep those units,
@@ -532,7 +542,9 @@ void ClusterState::AddHolding(const PodRecord& pod) {
   const Offering& offering = catalog_->Get(a.offering);
   ProjectState& project = projects_[static_cast<size_t>(pod.project)];
   for (int32_t index : a.units) {
+    const size_t nodes_before = nodes_.size();
     Unit& unit = EnsureUnit(nodes_, *catalog_, a.node, a.offering, index);
+    if (nodes_.size() != nodes_before) BumpNodeSetVersion();  // a node created for the fact
     bool project_holds = false;
     for (const Holding& h : unit.holders) {
       auto it = pods_.find(h.pod_key);
@@ -598,7 +610,9 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
   }
   // Trimming drops only free draining units and empty offerings, which the index does not
   // count; a node it erases had nothing indexed.
+  const size_t nodes_before = nodes_.size();
   TrimNode(nodes_, a.node);
+  if (nodes_.size() != nodes_before) BumpNodeSetVersion();  // a removed node left
   Reindex(a.node);
 }
 

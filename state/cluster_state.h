@@ -226,6 +226,10 @@ class ClusterState {
   // FindNode for many names, in order (nullptr for unknown ones). Overlaps the memory fetches
   // of the next names with the current lookup: a filter names up to 5,000 nodes.
   std::vector<const NodeState*> FindNodes(const std::vector<absl::string_view>& names) const;
+  // Changes whenever a node is added to or erased from nodes() (never otherwise), and is
+  // unique across every ClusterState of the process: NodeState pointers obtained at one value
+  // stay valid while it is unchanged (callers may cache name -> pointer lookups on it).
+  uint64_t node_set_version() const { return node_set_version_; }
   const absl::flat_hash_map<std::string, std::unique_ptr<NodeState>>& nodes() const {
     return nodes_;
   }
@@ -278,6 +282,8 @@ class ClusterState {
   std::map<std::string, ResourceQuotaObject> quotas_;
   std::vector<ProjectState> projects_;
   absl::flat_hash_map<std::string, ProjectId> project_ids_;
+  void BumpNodeSetVersion();
+  uint64_t node_set_version_ = 0;
   // (project, offering) -> OwnedUnits::with_room summed over open node offerings.
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> owned_with_room_;
 };

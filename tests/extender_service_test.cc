@@ -425,6 +425,40 @@ TEST_F(ExtenderServiceTest, NamesThatNeedEscapingComeBackIntactInEveryAnswer) {
   EXPECT_EQ(scores[1]["Score"].GetInt64(), 0);
 }
 
+// The service remembers the last candidate list's lookups; a node added, removed, or the
+// whole mirror rebuilt between two identical requests must show in the second answer (and,
+// under AddressSanitizer, no remembered pointer to a freed node may be read).
+TEST_F(ExtenderServiceTest, RepeatedCandidateListsFollowNodeChanges) {
+  LoadExampleNodes();
+  const std::string body =
+      NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"gpu-node-a", "gpu-node-c"});
+  auto unknown = [&] {
+    std::set<std::string> out;
+    for (const auto& [node, why] : ReadFilterAnswer(service_->Filter(body)).unresolvable) {
+      if (why == Message(FitReason::kNodeUnknown)) out.insert(node);
+    }
+    return out;
+  };
+  EXPECT_EQ(unknown(), std::set<std::string>{"gpu-node-c"});
+  EXPECT_EQ(unknown(), std::set<std::string>{"gpu-node-c"});  // the remembered lookup
+  NodeObject c = NodesOf(Protocol("nodelist-2-gpu-nodes.json"))[0];
+  c.name = "gpu-node-c";
+  AddNode(c);
+  EXPECT_EQ(unknown(), std::set<std::string>{});
+  mirror_.Write([](ClusterState& s) {
+    s.RemoveNode("gpu-node-a");
+    return true;
+  });
+  EXPECT_EQ(unknown(), std::set<std::string>{"gpu-node-a"});
+  // A relist replaces every node object: the remembered pointers must not be used.
+  ObjectBatch batch;
+  batch.nodes = NodesOf(Protocol("nodelist-2-gpu-nodes.json"));
+  mirror_.ReplaceAll(batch);
+  EXPECT_EQ(unknown(), std::set<std::string>{"gpu-node-c"});
+  EXPECT_EQ(ReadFilterAnswer(service_->Filter(body)).passed,
+            std::vector<std::string>{"gpu-node-a"});
+}
+
 TEST_F(ExtenderServiceTest, PodWithoutCatalogResourcePassesEveryNodeUntouched) {
   LoadExampleNodes();
   const std::string before = service_->DebugStateJson();
