@@ -806,13 +806,27 @@ TEST(HttpBinaryTest, ServesTheEmbeddedDemoClusterAndTheExampleRequests) {
 
 // --default-quota: a project that no ResourceQuota names (the demo's "research" namespace) is
 // unlimited by default and gets nothing with --default-quota=zero.
-TEST(HttpBinaryTest, DefaultQuotaDecidesForProjectsWithoutResourceQuota) {
+// A project without a ResourceQuota ("research" in the demo cluster): --default-quota decides,
+// unless --quota-file gives it one.
+TEST(HttpBinaryTest, DefaultQuotaAndQuotaFileDecideForProjectsWithoutResourceQuota) {
   std::string body = ReadFileOrDie(SourcePath("examples/filter-request.json"));
   body = absl::StrReplaceAll(body, {{"\"team-a\"", "\"research\""},
                                     {"nvidia.com/mig-1g.5gb.shared", "nvidia.com/gpu"}});
-  for (const char* mode : {"unlimited", "zero"}) {
-    SCOPED_TRACE(mode);
-    auto child = StartBinary({"--listen=127.0.0.1:0", absl::StrCat("--default-quota=", mode)});
+  TempDir dir;
+  dir.Write("quotas.json", R"({"projects":{"research":{"requests.nvidia.com/gpu":"0"}}})");
+  const struct {
+    std::vector<std::string> flags;
+    bool gets_gpus;
+  } cases[] = {
+      {{"--default-quota=unlimited"}, true},
+      {{"--default-quota=zero"}, false},
+      {{"--default-quota=unlimited", "--quota-file=" + dir.File("quotas.json")}, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(absl::StrJoin(c.flags, " "));
+    std::vector<std::string> args = c.flags;
+    args.push_back("--listen=127.0.0.1:0");
+    auto child = StartBinary(args);
     ASSERT_NE(child, nullptr);
     httplib::Client client("127.0.0.1", child->ListenPort());
     httplib::Result r = PostJson(client, "/filter", body);
@@ -820,7 +834,7 @@ TEST(HttpBinaryTest, DefaultQuotaDecidesForProjectsWithoutResourceQuota) {
     ASSERT_EQ(r->status, 200) << r->body;
     rapidjson::Document filter = Parse(r->body);
     ASSERT_TRUE(filter["NodeNames"].IsArray()) << r->body;
-    if (std::string(mode) == "unlimited") {
+    if (c.gets_gpus) {
       EXPECT_GE(filter["NodeNames"].Size(), 1u) << "h100 nodes have free GPUs: " << r->body;
     } else {
       EXPECT_EQ(filter["NodeNames"].Size(), 0u) << r->body;
@@ -832,29 +846,6 @@ TEST(HttpBinaryTest, DefaultQuotaDecidesForProjectsWithoutResourceQuota) {
     child->Signal(SIGTERM);
     EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
   }
-}
-
-TEST(HttpBinaryTest, QuotaFileLimitsAProjectWithoutResourceQuota) {
-  std::string body = ReadFileOrDie(SourcePath("examples/filter-request.json"));
-  body = absl::StrReplaceAll(body, {{"\"team-a\"", "\"research\""},
-                                    {"nvidia.com/mig-1g.5gb.shared", "nvidia.com/gpu"}});
-  TempDir dir;
-  dir.Write("quotas.json", R"({"projects":{"research":{"requests.nvidia.com/gpu":"0"}}})");
-  auto child = StartBinary({"--listen=127.0.0.1:0", "--quota-file=" + dir.File("quotas.json")});
-  ASSERT_NE(child, nullptr);
-  httplib::Client client("127.0.0.1", child->ListenPort());
-  httplib::Result r = PostJson(client, "/filter", body);
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  rapidjson::Document filter = Parse(r->body);
-  ASSERT_TRUE(filter["NodeNames"].IsArray()) << r->body;
-  // Without the file the project is unlimited (DefaultQuotaDecides... above); with it, zero.
-  EXPECT_EQ(filter["NodeNames"].Size(), 0u) << r->body;
-  ASSERT_TRUE(filter["FailedAndUnresolvableNodes"].HasMember("h100-1")) << r->body;
-  EXPECT_STREQ(filter["FailedAndUnresolvableNodes"]["h100-1"].GetString(),
-               "project quota exhausted");
-  child->Signal(SIGTERM);
-  EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
 }
 
 TEST(HttpBinaryTest, SigtermAnswersTheRequestInFlightThenExitsZero) {
