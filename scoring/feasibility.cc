@@ -248,15 +248,17 @@ Room RoomFromSummary(const OfferingSummary& summary, const Offering& offering,
                      ProjectId project) {
   Room room;
   room.empty_units = summary.empty_units;
-  const OwnedUnits* owned = project == kNoProject ? nullptr : summary.Owned(project);
-  room.owned_with_ticket = owned != nullptr && owned->with_room > 0;
+  room.owned_with_ticket = summary.OwnsWithRoom(project);  // usually from bits alone
   if (offering.sharing == Sharing::kMps && !offering.mps_single_project) {
     room.max_admissible_free = summary.max_free;  // every unit admits every project
   } else {
     room.max_admissible_free = summary.max_free_empty;
     // Exclusive units admit no second holder; the others admit their owner project (I2).
-    if (owned != nullptr && offering.sharing != Sharing::kExclusive) {
-      room.max_admissible_free = std::max(room.max_admissible_free, owned->max_free);
+    // (Time-sliced requests need no more than owned_with_ticket.)
+    if (offering.sharing == Sharing::kMps) {
+      if (const OwnedUnits* owned = summary.Owned(project)) {
+        room.max_admissible_free = std::max(room.max_admissible_free, owned->max_free);
+      }
     }
   }
   return room;
@@ -396,23 +398,15 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
     headroom = QuotaHeadroom(state, project, state.catalog().Get(request.offering), none);
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
-    // The offerings of a node a few places ahead: their summaries are read next, and 5,000
-    // candidates do not stay in cache between requests.
-    // Three dependent fetches per node (the node, its offerings, the owner list), each
-    // started a few nodes before it is needed; an L3 or memory fetch takes longer than one
-    // Assess.
+    // 5,000 candidates do not stay in cache between requests: the two dependent fetches per
+    // node (the node, then its offerings, whose summaries are read) are started a few nodes
+    // before they are needed; an L3 or memory fetch takes longer than one Assess.
     constexpr size_t kAhead = 8;
     if (i + kAhead + kAhead / 2 < nodes.size()) __builtin_prefetch(nodes[i + kAhead + kAhead / 2]);
     if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
       for (const NodeOffering& no : nodes[i + kAhead]->offerings) {
         __builtin_prefetch(&no);
         __builtin_prefetch(reinterpret_cast<const char*>(&no) + 64);  // may straddle lines
-      }
-    }
-    // ... and, once those have arrived, the owner list of the requested offering.
-    if (i + kAhead / 2 < nodes.size() && nodes[i + kAhead / 2] != nullptr) {
-      if (const NodeOffering* no = nodes[i + kAhead / 2]->Find(request.offering)) {
-        __builtin_prefetch(no->summary.owned.data());
       }
     }
     const Verdict v = Assess(state, request, project, nodes[i], none, &headroom);

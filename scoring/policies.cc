@@ -83,9 +83,8 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
       break;
     }
     case Sharing::kTimeSliced: {
-      const OwnedUnits* owned = project == kNoProject ? nullptr : summary.Owned(project);
-      g.owns_any = owned != nullptr;
-      g.owned_unit = owned != nullptr && owned->with_room > 0;
+      g.owns_any = summary.Owns(project);
+      g.owned_unit = summary.OwnsWithRoom(project);
       g.empty_after = g.owned_unit ? empty_units : empty_units - 1;
       if (!choose_units) break;
       // The project's own unit first (I3 inside the node): fullest under pack so units fill

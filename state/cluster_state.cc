@@ -355,8 +355,27 @@ std::string HolderList(const Unit& unit) {
 
 }  // namespace
 
+namespace {
+bool LowBit(uint64_t bits, ProjectId project) {
+  return ((bits >> static_cast<uint32_t>(project)) & 1) != 0;
+}
+}  // namespace
+
+bool OfferingSummary::Owns(ProjectId project) const {
+  if (project < 0) return false;
+  if (project < 64) return LowBit(low_owners, project);
+  return high_owners && Owned(project) != nullptr;
+}
+
+bool OfferingSummary::OwnsWithRoom(ProjectId project) const {
+  if (project < 0) return false;
+  if (project < 64) return LowBit(low_with_room, project);
+  const OwnedUnits* o = high_owners ? Owned(project) : nullptr;
+  return o != nullptr && o->with_room > 0;
+}
+
 const OwnedUnits* OfferingSummary::Owned(ProjectId project) const {
-  if (project < 0 || ((owner_bits >> (static_cast<uint32_t>(project) % 64)) & 1) == 0) {
+  if (project < 0 || (project < 64 ? !LowBit(low_owners, project) : !high_owners)) {
     return nullptr;
   }
   // Sorted by project: a node of 7 slices x 4 tickets may have a dozen owners.
@@ -369,7 +388,8 @@ bool OfferingSummary::operator==(const OfferingSummary& o) const {
   return open == o.open && live_units == o.live_units && live_capacity == o.live_capacity &&
          empty_units == o.empty_units && max_free == o.max_free &&
          max_free_empty == o.max_free_empty && held_units == o.held_units && owned == o.owned &&
-         owner_bits == o.owner_bits;
+         low_owners == o.low_owners && low_with_room == o.low_with_room &&
+         high_owners == o.high_owners;
 }
 
 bool OfferingSelectsNode(const Offering& offering, const NodeState& node) {
@@ -645,9 +665,15 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
       fresh.project = unit.owner;
       pos = s.owned.insert(pos, fresh);
     }
-    s.owner_bits |= uint64_t{1} << (static_cast<uint32_t>(unit.owner) % 64);
     ++pos->units;
     if (free >= 1) ++pos->with_room;
+    if (unit.owner < 64) {
+      const uint64_t bit = uint64_t{1} << static_cast<uint32_t>(unit.owner);
+      s.low_owners |= bit;
+      if (free >= 1) s.low_with_room |= bit;
+    } else {
+      s.high_owners = true;
+    }
     pos->max_free = std::max(pos->max_free, free);
   }
   return s;

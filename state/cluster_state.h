@@ -96,13 +96,20 @@ struct OfferingSummary {
   int32_t max_free = 0;       // largest Free() over all units
   int32_t max_free_empty = 0;  // largest Free() over empty units
   int32_t held_units = 0;     // units with holders
-  // Bit (project mod 64) set for every project in `owned`: a clear bit answers "owns nothing
-  // here" without touching `owned` (a cache miss per candidate node otherwise).
-  uint64_t owner_bits = 0;
+  // The owners of `owned` whose project id is below 64, as bits (bit p: project p), and
+  // those of them with a unit with room; `high_owners` says whether any owner is 64 or more.
+  // A filter answers "does the project own a unit with room here" from these alone, without
+  // touching `owned` (a cache miss per candidate node otherwise), in clusters of < 64 projects.
+  uint64_t low_owners = 0;
+  uint64_t low_with_room = 0;
+  bool high_owners = false;
   // Units with holders of one project (owner != kNoProject), by project id ascending.
   std::vector<OwnedUnits> owned;
 
   const OwnedUnits* Owned(ProjectId project) const;
+  // Owned(project) != nullptr, and with with_room > 0; from the bits when they can tell.
+  bool Owns(ProjectId project) const;
+  bool OwnsWithRoom(ProjectId project) const;
   bool operator==(const OfferingSummary& o) const;
 };
 

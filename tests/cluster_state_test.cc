@@ -1061,6 +1061,39 @@ TEST_F(ClusterStateTest, SummaryAndOwnedIndexFollowEveryChange) {
   ExpectClean();
 }
 
+// The summary answers "owns a unit (with room) here" from bits for project ids below 64 and
+// from the owner list above; no project may be taken for another whatever its id.
+TEST_F(ClusterStateTest, OwnershipQueriesAreExactBeyondSixtyFourProjects) {
+  constexpr int kNodes = 12;  // 7 time-sliced units each: 84 projects, one unit apiece
+  for (int n = 0; n < kNodes; ++n) {
+    ASSERT_TRUE(state_.ApplyNode(Node(absl::StrCat("n", n), {{kTs, 28}})));
+  }
+  for (int p = 0; p < kNodes * 7; ++p) {
+    const std::string ns = absl::StrCat("p", p);
+    ASSERT_TRUE(state_.Reserve(Claim(ns, "a"), A(absl::StrCat("n", p / 7), kTs, {p % 7})).ok());
+  }
+  // Fill every unit of node 0 but the one of its first project.
+  for (int p = 1; p < 7; ++p) {
+    for (int t = 0; t < 3; ++t) {
+      const std::string ns = absl::StrCat("p", p);
+      ASSERT_TRUE(state_.Reserve(Claim(ns, absl::StrCat("f", t)), A("n0", kTs, {p})).ok());
+    }
+  }
+  for (int p = 0; p < kNodes * 7; ++p) {
+    const ProjectId id = state_.FindProject(absl::StrCat("p", p));
+    ASSERT_NE(id, kNoProject);
+    for (int n = 0; n < kNodes; ++n) {
+      const OfferingSummary& s = Offer(absl::StrCat("n", n), kTs).summary;
+      const bool owns = n == p / 7;
+      EXPECT_EQ(s.Owns(id), owns) << "project " << p << " (id " << id << ") node " << n;
+      EXPECT_EQ(s.OwnsWithRoom(id), owns && !(n == 0 && p > 0)) << "project " << p;
+      EXPECT_EQ(s.Owned(id) != nullptr, owns) << "project " << p;
+    }
+  }
+  EXPECT_GE(state_.project_count(), 84u);
+  ExpectClean();
+}
+
 TEST(ClusterStateRealObjects, MirrorFromRecordedApiServerLists) {
   auto catalog = std::shared_ptr<const Catalog>(&Catalog::BuiltIn(), [](const Catalog*) {});
   ClusterState state(catalog, MirrorOptions{});
