@@ -243,7 +243,7 @@ struct Room {
   int32_t max_admissible_free = 0;  // most tickets/shares one unit admitting the project has
 };
 
-// From the mirror's summary: O(owners on the node). Only valid without evictions.
+// From the mirror's summary: O(1) for project ids below 64. Only valid without evictions.
 Room RoomFromSummary(const OfferingSummary& summary, const Offering& offering,
                      ProjectId project) {
   Room room;
