@@ -98,6 +98,13 @@ int DefaultThreadCount();
 // least one PEM certificate in the client CA file. OK when TLS is not configured.
 absl::Status CheckTlsFiles(const TlsOptions& tls);
 
+// Keeps glibc's malloc from returning the multi-megabyte buffers of one request (bodies,
+// parsed documents, answers) to the kernel and page-faulting them back in on the next: large
+// blocks come from the heap, not mmap, and the heap is not trimmed below 256 MiB. Process-
+// wide; the binary calls it before serving (and extender_bench, which runs the same service,
+// too). A no-op under sanitizers, which bring their own allocator.
+void TuneMallocForLargeBodies();
+
 class HttpServer {
  public:
   using VerbHandler = std::function<VerbResult(std::string body)>;

@@ -749,6 +749,7 @@ int Run(int argc, char** argv) {
                           service_options);
   if (live) live->Start(&service);
 
+  TuneMallocForLargeBodies();
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
       HttpServer::Create(&service, &metrics, config->http);
   if (!server.ok()) Fail(kExitConfig, server.status().message());

@@ -276,6 +276,7 @@ int Main() {
   ServiceOptions service_options;
   service_options.decision_log = &quiet;
   ExtenderService service(mirror.get(), std::move(*policy), &binder, service_options);
+  TuneMallocForLargeBodies();  // as the binary does before serving
   HttpServerOptions options;
   options.port = 0;
   options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);
