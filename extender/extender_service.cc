@@ -345,6 +345,23 @@ std::vector<absl::string_view> RawItemSpans(const std::string& raw, const char* 
   return spans;
 }
 
+// Whether `body` has a "Nodes" key whose value is an object (a NodeList), by a scan of the raw
+// text: a false positive (the text inside some string) only costs a copy.
+bool MayCarryNodeObjects(const std::string& body) {
+  static constexpr absl::string_view kKey = "\"Nodes\"";
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  for (size_t at = body.find(kKey.data(), 0, kKey.size()); at != std::string::npos;
+       at = body.find(kKey.data(), at + 1, kKey.size())) {
+    size_t i = at + kKey.size();
+    while (i < body.size() && is_space(body[i])) ++i;
+    if (i >= body.size() || body[i] != ':') continue;
+    ++i;
+    while (i < body.size() && is_space(body[i])) ++i;
+    if (i < body.size() && body[i] == '{') return true;
+  }
+  return false;
+}
+
 // The filter and prioritize answers list every candidate (5,000 at kube-scheduler's scale):
 // they are appended to one string directly. A string that needs escaping (never a valid node
 // name) goes through RapidJSON's writer.
@@ -547,9 +564,10 @@ ExtenderService::~ExtenderService() = default;
 VerbResult ExtenderService::Filter(std::string body) {
   if (!Ready()) return VerbResult{200, FilterErrorBody(kNotSynced), "error"};
   // Full Node objects are echoed from the text as it arrived (RawItemSpans): keep a copy of a
-  // body that may carry them before it is parsed in place. A names-only body has no such key.
+  // body that may carry them before it is parsed in place. kube-scheduler's names-only bodies
+  // say "Nodes":null, and are not copied.
   std::string raw;
-  if (body.find("\"Nodes\"") != std::string::npos) raw = body;
+  if (MayCarryNodeObjects(body)) raw = body;
   const size_t body_size = body.size();
   rapidjson::Document doc;
   if (absl::Status s = ParseBody(body, doc); !s.ok()) {

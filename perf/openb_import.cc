@@ -123,7 +123,6 @@ void Str(Writer& w, absl::string_view s) { w.String(s.data(), static_cast<rapidj
 
 constexpr char kA100[] = "NVIDIA-A100-SXM4-40GB";
 constexpr char kH100[] = "NVIDIA-H100-80GB-HBM3";
-constexpr char kProjectLabel[] = "gpu.themelio.io/project";
 constexpr char kCardModelLabel[] = "alibabacloud.com/gpu-card-model";
 
 bool IsA100Family(absl::string_view model) {
@@ -389,24 +388,7 @@ absl::StatusOr<OpenbImport> ImportOpenb(const std::vector<OpenbNode>& nodes,
   w.String("List");
   w.Key("items");
   w.StartArray();
-  for (const ProjectNs& p : projects) {
-    w.StartObject();
-    w.Key("apiVersion");
-    w.String("v1");
-    w.Key("kind");
-    w.String("Namespace");
-    w.Key("metadata");
-    w.StartObject();
-    w.Key("name");
-    Str(w, p.ns);
-    w.Key("labels");
-    w.StartObject();
-    Str(w, kProjectLabel);
-    Str(w, p.project);
-    w.EndObject();
-    w.EndObject();
-    w.EndObject();
-  }
+  for (const ProjectNs& p : projects) WriteProjectNamespace(w, p.ns, p.project);
   for (const OpenbNode& n : nodes) {
     out.cluster_gpus += n.gpus;
     if (o.mig) ((IsA100Family(n.model) ? a100_mig : h100_mig) += n.gpus == 0 ? 0 : (n.gpus + 3) / 4);

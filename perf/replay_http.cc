@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 
@@ -58,6 +59,37 @@ std::string ResourceOfKind(absl::string_view kind) {
   if (kind == "ResourceQuota") return "resourcequotas";
   if (kind == "Pod") return "pods";
   return "";
+}
+
+// Calls `fn(resource, json, node_name)` for each item of a List document whose kind the API
+// server serves (`node_name`: the item's metadata.name for nodes, else empty). `what` names
+// the document in the error.
+absl::Status ForEachListItem(
+    const std::string& list_json, absl::string_view what,
+    const std::function<absl::Status(const std::string& resource, const std::string& json,
+                                     const std::string& node_name)>& fn) {
+  rapidjson::Document doc;
+  doc.Parse(list_json.c_str(), list_json.size());
+  if (doc.HasParseError() || !doc.IsObject()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": invalid JSON"));
+  }
+  auto items = doc.FindMember("items");
+  if (items == doc.MemberEnd() || !items->value.IsArray()) return absl::OkStatus();
+  for (const rapidjson::Value& item : items->value.GetArray()) {
+    if (!item.IsObject()) continue;
+    auto kind = item.FindMember("kind");
+    const std::string resource =
+        kind != item.MemberEnd() && kind->value.IsString() ? ResourceOfKind(kind->value.GetString()) : "";
+    if (resource.empty()) continue;
+    std::string node_name;
+    auto meta = item.FindMember("metadata");
+    if (resource == "nodes" && meta != item.MemberEnd() && meta->value.IsObject()) {
+      auto name = meta->value.FindMember("name");
+      if (name != meta->value.MemberEnd() && name->value.IsString()) node_name = name->value.GetString();
+    }
+    if (absl::Status s = fn(resource, Serialize(item), node_name); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -182,27 +214,17 @@ absl::Status HttpPlacer::Start(const std::string& list_json, const ObjectBatch& 
   m.api = std::make_unique<testing::FakeApiServer>(ao);
   if (absl::Status s = m.api->Start(); !s.ok()) return s;
   // The initial cluster goes in before the extender lists it (one list, not a watch storm).
-  rapidjson::Document doc;
-  doc.Parse(list_json.c_str(), list_json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return absl::InvalidArgumentError("initial objects: invalid JSON");
-  auto items = doc.FindMember("items");
-  if (items != doc.MemberEnd() && items->value.IsArray()) {
-    for (const rapidjson::Value& item : items->value.GetArray()) {
-      auto kind = item.FindMember("kind");
-      const std::string resource =
-          kind != item.MemberEnd() && kind->value.IsString() ? ResourceOfKind(kind->value.GetString()) : "";
-      if (resource.empty()) continue;
-      const std::string json = Serialize(item);
-      if (absl::Status s = m.api->Apply(resource, json); !s.ok()) return s;
-      if (resource == "nodes") {
-        auto meta = item.FindMember("metadata");
-        if (meta != item.MemberEnd() && meta->value.IsObject() && meta->value.HasMember("name")) {
+  absl::Status applied = ForEachListItem(
+      list_json, "initial objects",
+      [&](const std::string& resource, const std::string& json, const std::string& node_name) {
+        if (absl::Status s = m.api->Apply(resource, json); !s.ok()) return s;
+        if (!node_name.empty()) {
           absl::MutexLock lock(&m.mu);
-          m.node_json[meta->value["name"].GetString()] = json;
+          m.node_json[node_name] = json;
         }
-      }
-    }
-  }
+        return absl::OkStatus();
+      });
+  if (!applied.ok()) return applied;
   (void)batch;
   if (!m.options.kubeconfig_out.empty()) {
     std::ofstream out(m.options.kubeconfig_out);
@@ -410,25 +432,17 @@ absl::Status HttpPlacer::BindPlain(const PodPlan& plan, const std::string& node)
 }
 
 absl::Status HttpPlacer::ApplyObjects(const std::string& list_json, const ObjectBatch& batch) {
-  rapidjson::Document doc;
-  doc.Parse(list_json.c_str(), list_json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return absl::InvalidArgumentError("objects: invalid JSON");
-  auto items = doc.FindMember("items");
-  if (items == doc.MemberEnd() || !items->value.IsArray()) return absl::OkStatus();
-  for (const rapidjson::Value& item : items->value.GetArray()) {
-    auto kind = item.FindMember("kind");
-    const std::string resource =
-        kind != item.MemberEnd() && kind->value.IsString() ? ResourceOfKind(kind->value.GetString()) : "";
-    if (resource.empty()) continue;
-    const std::string json = Serialize(item);
-    if (absl::Status s = impl_->ApplyObject(resource, json); !s.ok()) return s;
-    if (resource == "nodes" && item.HasMember("metadata") && item["metadata"].HasMember("name")) {
-      absl::MutexLock lock(&impl_->mu);
-      impl_->node_json[item["metadata"]["name"].GetString()] = json;
-    }
-  }
   (void)batch;
-  return absl::OkStatus();
+  return ForEachListItem(
+      list_json, "objects",
+      [&](const std::string& resource, const std::string& json, const std::string& node_name) {
+        if (absl::Status s = impl_->ApplyObject(resource, json); !s.ok()) return s;
+        if (!node_name.empty()) {
+          absl::MutexLock lock(&impl_->mu);
+          impl_->node_json[node_name] = json;
+        }
+        return absl::OkStatus();
+      });
 }
 
 absl::Status HttpPlacer::ApplyNode(const std::string& node_json, const NodeObject& node) {

@@ -10,6 +10,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/cluster_state.h"
 #include "state/k8s_objects.h"
 #include "state/quantity.h"
 
@@ -408,6 +409,26 @@ absl::Status TraceWriter::Close() {
   f_ = nullptr;
   if (err || rc != 0) return absl::DataLossError(absl::StrCat("--record=", path_, ": write failed"));
   return absl::OkStatus();
+}
+
+void WriteProjectNamespace(rapidjson::Writer<rapidjson::StringBuffer>& w,
+                           absl::string_view namespace_name, absl::string_view project) {
+  w.StartObject();
+  w.Key("apiVersion");
+  w.String("v1");
+  w.Key("kind");
+  w.String("Namespace");
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("name");
+  Str(w, namespace_name);
+  w.Key("labels");
+  w.StartObject();
+  Str(w, MirrorOptions().project_label);
+  Str(w, project);
+  w.EndObject();
+  w.EndObject();
+  w.EndObject();
 }
 
 void WriteSelectorRequirements(rapidjson::Writer<rapidjson::StringBuffer>& w,

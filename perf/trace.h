@@ -52,6 +52,11 @@ struct SelectorRequirement {
 void WriteSelectorRequirements(rapidjson::Writer<rapidjson::StringBuffer>& w,
                                const std::vector<SelectorRequirement>& reqs);
 
+// Writes a v1 Namespace object whose project label (MirrorOptions' default key) names
+// `project`: how the openb importer and the replayer's trace events declare projects.
+void WriteProjectNamespace(rapidjson::Writer<rapidjson::StringBuffer>& w,
+                           absl::string_view namespace_name, absl::string_view project);
+
 struct PodArrival {
   std::string namespace_name;
   std::string name;

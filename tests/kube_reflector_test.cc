@@ -16,6 +16,7 @@
 #include "state/catalog.h"
 #include "state/mirror.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/paths.h"
 
 namespace gse {
@@ -26,15 +27,7 @@ using testing::FakeApiServer;
 using testing::PodJson;
 using testing::PodSpec;
 
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(8)) {
-  absl::Time until = absl::Now() + timeout;
-  while (absl::Now() < until) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return pred();
-}
+using testing::Eventually;
 
 // A pod bound to mig-a with our assignment on time-sliced unit `unit` (as after a bind).
 std::string BoundPod(const std::string& name, int unit) {

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/fake_apiserver.h"
 
 namespace gse {
@@ -25,15 +26,7 @@ using testing::FakeApiServer;
 
 constexpr char kLeasePath[] = "/apis/coordination.k8s.io/v1/namespaces/gpu-slice-extender/leases/gpu-slice-extender";
 
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout) {
-  absl::Time until = absl::Now() + timeout;
-  while (absl::Now() < until) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return pred();
-}
+using testing::Eventually;
 
 class LeaderElectionTest : public ::testing::Test {
  protected:

@@ -53,6 +53,7 @@
 #include "state/catalog.h"
 #include "state/mirror.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/paths.h"
 
 namespace gse {
@@ -68,15 +69,7 @@ using testing::ScratchDir;
 constexpr char kShared[] = "nvidia.com/mig-1g.5gb.shared";  // time-sliced, 4 tickets per unit
 constexpr char kExclusive[] = "nvidia.com/mig-1g.5gb";
 
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(10)) {
-  absl::Time until = absl::Now() + timeout;
-  while (absl::Now() < until) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return pred();
-}
+using testing::Eventually;
 
 // ---------------------------------------------------------------- the cluster
 
