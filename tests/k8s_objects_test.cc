@@ -3,6 +3,7 @@
 #include "state/k8s_objects.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -451,10 +452,11 @@ TEST(ParseLimitsTest, InvalidUtf8) {
 }
 
 TEST(ParseLimitsTest, InvalidUtf8IsFoundAtEveryOffset) {
-  // The validator skips ASCII 8 bytes at a time; a bad byte must be found wherever it sits.
+  // The validator skips ASCII 32 and 8 bytes at a time; a bad byte must be found wherever it
+  // sits, in the first block, a later one or the tail.
   rapidjson::Document doc;
-  for (size_t pos = 2; pos < 40; ++pos) {
-    std::string text = "[\"" + std::string(40, 'a') + "\"]";
+  for (size_t pos = 2; pos < 100; ++pos) {
+    std::string text = "[\"" + std::string(100, 'a') + "\"]";
     text[pos] = '\x80';
     EXPECT_EQ(ErrorOf(ParseJsonLimited(text, doc)),
               absl::StrCat("invalid JSON at offset ", pos, ": Invalid UTF-8 encoding."));
@@ -494,6 +496,122 @@ TEST(ParseLimitsTest, HundredThousandDeepNestingIsAnErrorNotACrash) {
   const std::string pod = absl::StrCat(
       R"({"kind":"Pod","metadata":{"name":"p","namespace":"n"},"x":)", Nested(kDeep), "}");
   EXPECT_THAT(ErrorOf(DecodeObjects(pod)), StartsWith("JSON nested deeper than 64 levels"));
+}
+
+// ---------------------------------------------------------------------------------------
+// A top-level string list collected while parsing (kube-scheduler's NodeNames).
+
+struct Collected {
+  std::string buffer;  // parsed in place: the document's strings point into it
+  absl::Status status;
+  rapidjson::Document doc;
+  bool present = false;
+  bool plain = false;
+  std::vector<std::string> values;
+};
+
+std::unique_ptr<Collected> Collect(std::string text, size_t max_bytes = 8) {
+  auto c = std::make_unique<Collected>();
+  c->buffer = std::move(text);
+  StringListMember list("Names", max_bytes);
+  c->status = ParseJsonInSituLimited(c->buffer.data(), c->buffer.size(), c->doc, &list);
+  c->present = list.present;
+  c->plain = list.plain;
+  for (absl::string_view v : list.values) c->values.emplace_back(v);
+  return c;
+}
+
+TEST(StringListMemberTest, CollectsTheTopLevelListAndLeavesTheRestInTheDocument) {
+  const auto c = Collect(R"({"a":1,"Names":["n1","n\"2",  "n3"],"b":{"Names":[7]},"c":[true]})");
+  ASSERT_TRUE(c->status.ok()) << c->status;
+  EXPECT_TRUE(c->present);
+  EXPECT_THAT(c->values, ElementsAre("n1", "n\"2", "n3"));
+  // The member is gone from the document, every other member (a nested "Names" too) is there.
+  ASSERT_TRUE(c->doc.IsObject());
+  EXPECT_EQ(c->doc.MemberCount(), 3u);
+  EXPECT_FALSE(c->doc.HasMember("Names"));
+  EXPECT_EQ(c->doc["a"].GetInt(), 1);
+  EXPECT_EQ(c->doc["b"]["Names"][0].GetInt(), 7);
+  EXPECT_TRUE(c->doc["c"][0].GetBool());
+}
+
+TEST(StringListMemberTest, NullAbsentAndEmptyLists) {
+  for (const char* text : {R"({"Names":null,"x":2})", R"({"x":2})"}) {
+    const auto c = Collect(text);
+    ASSERT_TRUE(c->status.ok()) << text;
+    EXPECT_FALSE(c->present) << text;
+    EXPECT_TRUE(c->values.empty());
+    EXPECT_EQ(c->doc["x"].GetInt(), 2);
+    EXPECT_EQ(c->doc.MemberCount(), 1u);
+  }
+  const auto empty = Collect(R"({"Names":[]})");
+  ASSERT_TRUE(empty->status.ok());
+  EXPECT_TRUE(empty->present);
+  EXPECT_TRUE(empty->values.empty());
+  // A top-level array has no members: nothing to collect, and it parses as usual.
+  const auto array = Collect(R"([{"Names":["x"]}])");
+  ASSERT_TRUE(array->status.ok());
+  EXPECT_FALSE(array->present);
+  EXPECT_EQ(array->doc[0]["Names"][0].GetString(), std::string("x"));
+}
+
+// `plain` lets writers copy the names back between quotes: it must be false whenever one
+// holds a character that JSON escapes, however the text spelled it.
+TEST(StringListMemberTest, PlainSaysWhetherAnyElementNeedsEscaping) {
+  EXPECT_TRUE(Collect(R"({"Names":["a-1","b.2"]})")->plain);
+  EXPECT_TRUE(Collect(R"({"x":"back\\slash","Names":["a","b"]})")->plain);  // elsewhere
+  EXPECT_TRUE(Collect(R"({"Names":["a\/b","\u0041"]})")->plain);  // escaped, harmless
+  for (const char* name : {R"(q\"q)", R"(b\\s)", R"(\u0001)", R"(n\nl)", R"(\u0000)"}) {
+    const auto c = Collect(absl::StrCat(R"({"Names":["a",")", name, R"("]})"));
+    ASSERT_TRUE(c->status.ok()) << name;
+    EXPECT_FALSE(c->plain) << name;
+  }
+}
+
+TEST(NeedsJsonEscapingTest, FindsTheCharacterAtEveryPositionAndLength) {
+  for (size_t length = 1; length <= 24; ++length) {
+    EXPECT_FALSE(NeedsJsonEscaping(std::string(length, 'a'))) << length;
+    EXPECT_FALSE(NeedsJsonEscaping(std::string(length, '\x7f'))) << length;
+    EXPECT_FALSE(NeedsJsonEscaping(std::string(length, '\xc3'))) << length;  // UTF-8 bytes
+    for (size_t at = 0; at < length; ++at) {
+      for (char bad : {'"', '\\', '\0', '\x1f', '\n'}) {
+        std::string s(length, 'a');
+        s[at] = bad;
+        EXPECT_TRUE(NeedsJsonEscaping(s)) << length << " " << at << " " << int{bad};
+      }
+    }
+  }
+  EXPECT_FALSE(NeedsJsonEscaping(""));
+  EXPECT_FALSE(NeedsJsonEscaping(" !#[]~"));  // the neighbours of '"' and '\\'
+}
+
+TEST(StringListMemberTest, BadElementsAreNamedAndStopTheParse) {
+  const struct {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {R"({"Names":["a",7]})", "Names[1]: must be a string, got number"},
+      {R"({"Names":["a","b",{"x":1}]})", "Names[2]: must be a string, got object"},
+      {R"({"Names":[["a"]]})", "Names[0]: must be a string, got array"},
+      {R"({"Names":[null]})", "Names[0]: must be a string, got null"},
+      {R"({"Names":[false]})", "Names[0]: must be a string, got boolean"},
+      {R"({"Names":["a",""]})", "Names[1]: empty"},
+      {R"({"Names":["123456789"]})", "Names[0]: longer than 8 bytes"},
+      {R"({"Names":{}})", "Names: must be an array of strings or null, got object"},
+      {R"({"Names":"a"})", "Names: must be an array of strings or null, got string"},
+      {R"({"Names":1.5})", "Names: must be an array of strings or null, got number"},
+      {R"({"Names":["a"],"Names":["b"]})", "Names: given twice"},
+      {R"({"Names":null,"Names":["b"]})", "Names: given twice"},
+  };
+  for (const auto& c : cases) {
+    const auto got = Collect(c.text);
+    EXPECT_EQ(ErrorOf(got->status), c.error) << c.text;
+    EXPECT_TRUE(got->doc.IsNull()) << c.text;  // no half-built document to misread
+  }
+  // Syntax errors and limits are reported as without a list.
+  EXPECT_THAT(ErrorOf(Collect(R"({"Names":["a")")->status), StartsWith("invalid JSON at offset"));
+  EXPECT_THAT(ErrorOf(Collect(R"({"Names":["a"],"x":)" + Nested(kMaxJsonDepth) + "}")->status),
+              StartsWith("JSON nested deeper than 64 levels"));
 }
 
 TEST(ParseLimitsTest, BodyOverTheLimitIsRefusedBeforeParsing) {
