@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -264,6 +265,33 @@ Room RoomFromSummary(const OfferingSummary& summary, const Offering& offering,
   return room;
 }
 
+// From the node's row in the room table, when the row can tell: not for a project whose id
+// is 64 or more on a node with such owners, nor for single-project MPS (whose owned units'
+// free shares only the summary keeps). Only valid without evictions.
+std::optional<Room> RoomFromRow(const RoomRow& row, const Offering& offering,
+                                ProjectId project) {
+  if (project >= 64 && row.high_owners) return std::nullopt;
+  if (offering.sharing == Sharing::kMps && offering.mps_single_project) return std::nullopt;
+  Room room;
+  room.empty_units = row.empty_units;
+  room.owned_with_ticket =
+      project >= 0 && project < 64 && ((row.low_with_room >> project) & 1) != 0;
+  room.max_admissible_free =
+      offering.sharing == Sharing::kMps ? row.max_free : row.max_free_empty;
+  return room;
+}
+
+FitReason ReasonOf(Availability availability) {
+  switch (availability) {
+    case Availability::kOpen: return FitReason::kFits;
+    case Availability::kNodeUnknown: return FitReason::kNodeUnknown;
+    case Availability::kNotOnNode: return FitReason::kOfferingNotOnNode;
+    case Availability::kUnusable: return FitReason::kOfferingUnusable;
+    case Availability::kNotSelected: return FitReason::kNodeSelector;
+  }
+  return FitReason::kNodeUnknown;
+}
+
 // From the units with the evictions overlaid: the same facts, one scan.
 Room RoomFromUnits(const ClusterState& state, const NodeOffering& no, const Offering& offering,
                    ProjectId project, const Evictions& evicted) {
@@ -286,34 +314,14 @@ struct Verdict {
   bool via_owned_unit = false;
 };
 
-// DESIGN.md placement rules. Capacity is checked before quota, so that kQuotaExhausted
+// DESIGN.md placement rules for an offering that may take new holders on the node, from
+// what the node has room for. Capacity is checked before quota, so that kQuotaExhausted
 // (unresolvable) is reported only when quota is the one obstacle; when capacity is short too,
 // the capacity reason leaves preemption its chance (evicting the project's own pods frees
 // both).
-// `project` is the request's project as the mirror knows it (kNoProject if never seen);
-// `headroom`, when given, its QuotaHeadroom for the request's offering under `evicted` (the
-// same for every node: FilterNodes computes it once).
-Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId project,
-               const NodeState* node, const Evictions& evicted,
-               const Headroom* headroom = nullptr) {
+Verdict Decide(const Offering& offering, const PodRequest& request, const Room& room,
+               const Headroom& headroom) {
   Verdict verdict;
-  if (!request.interested()) return verdict;  // I6
-  if (!request.unresolvable.empty()) {
-    verdict.reason = FitReason::kPodUnresolvable;
-    return verdict;
-  }
-  if (request.offering < 0 || static_cast<size_t>(request.offering) >= state.catalog().size()) {
-    verdict.reason = FitReason::kOfferingNotOnNode;  // resolved against another catalog
-    return verdict;
-  }
-  const Offering& offering = state.catalog().Get(request.offering);
-  const NodeOffering* no = nullptr;
-  verdict.reason = StaticCheck(offering, node, &no);
-  if (verdict.reason != FitReason::kFits) return verdict;
-
-  // Without evictions the mirror's summary says it all; preemption overlays the victims.
-  const Room room = evicted.empty() ? RoomFromSummary(no->summary, offering, project)
-                                    : RoomFromUnits(state, *no, offering, project, evicted);
   int64_t new_usage = request.amount;
   switch (offering.sharing) {
     case Sharing::kExclusive:
@@ -340,11 +348,43 @@ Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId p
       }
       break;
   }
-  const bool allowed = headroom != nullptr
-                           ? headroom->Allows(new_usage)
-                           : QuotaHeadroom(state, project, offering, evicted).Allows(new_usage);
-  if (!allowed) verdict.reason = FitReason::kQuotaExhausted;
+  if (!headroom.Allows(new_usage)) verdict.reason = FitReason::kQuotaExhausted;
   return verdict;
+}
+
+// A verdict that does not depend on the node: the request's own problems.
+std::optional<Verdict> RequestVerdict(const ClusterState& state, const PodRequest& request) {
+  Verdict verdict;
+  if (!request.interested()) return verdict;  // I6
+  if (!request.unresolvable.empty()) {
+    verdict.reason = FitReason::kPodUnresolvable;
+    return verdict;
+  }
+  if (request.offering < 0 || static_cast<size_t>(request.offering) >= state.catalog().size()) {
+    verdict.reason = FitReason::kOfferingNotOnNode;  // resolved against another catalog
+    return verdict;
+  }
+  return std::nullopt;
+}
+
+// The whole rule for one node. `project` is the request's project as the mirror knows it
+// (kNoProject if never seen); `headroom`, when given, its QuotaHeadroom for the request's
+// offering under `evicted` (the same for every node: FilterNodes computes it once).
+Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId project,
+               const NodeState* node, const Evictions& evicted,
+               const Headroom* headroom = nullptr) {
+  if (std::optional<Verdict> v = RequestVerdict(state, request)) return *v;
+  const Offering& offering = state.catalog().Get(request.offering);
+  const NodeOffering* no = nullptr;
+  Verdict verdict;
+  verdict.reason = StaticCheck(offering, node, &no);
+  if (verdict.reason != FitReason::kFits) return verdict;
+  // Without evictions the mirror's summary says it all; preemption overlays the victims.
+  const Room room = evicted.empty() ? RoomFromSummary(no->summary, offering, project)
+                                    : RoomFromUnits(state, *no, offering, project, evicted);
+  return Decide(offering, request, room,
+                headroom != nullptr ? *headroom
+                                    : QuotaHeadroom(state, project, offering, evicted));
 }
 
 // Whether the project owns a unit with a free ticket on any node it could use, candidate or
@@ -384,43 +424,54 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
 FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
                           const std::vector<const NodeState*>& nodes,
                           absl::FunctionRef<void(size_t)> on_fit) {
+  return FilterNodes(state, request, nodes, SlotsOf(nodes), on_fit);
+}
+
+std::vector<uint32_t> SlotsOf(const std::vector<const NodeState*>& nodes) {
+  std::vector<uint32_t> slots(nodes.size(), ClusterState::kUnknownSlot);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i] != nullptr) slots[i] = nodes[i]->slot;
+  }
+  return slots;
+}
+
+FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
+                          const std::vector<const NodeState*>& nodes,
+                          const std::vector<uint32_t>& slots,
+                          absl::FunctionRef<void(size_t)> on_fit) {
   FilterOutcome out;
   out.fits.resize(nodes.size());
+  if (std::optional<Verdict> same = RequestVerdict(state, request)) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      out.fits[i].reason = same->reason;
+      if (same->reason == FitReason::kFits) on_fit(i);
+    }
+    return out;
+  }
+  const Offering& offering = state.catalog().Get(request.offering);
+  const ProjectId project = state.FindProject(request.project);
+  const Headroom headroom = QuotaHeadroom(state, project, offering, Evictions{});
+  // The rows tell most verdicts (RoomFromRow); the node itself is read only when they cannot.
+  const RoomRow* rows = state.RoomRows(offering.id);
   std::vector<bool> via_owned(nodes.size(), false);
   bool owned_on_candidate = false;
   bool any_fits = false;
-  const ProjectId project = state.FindProject(request.project);
-  const Evictions none;
-  Headroom headroom;
-  const bool offering_known =
-      request.offering >= 0 && static_cast<size_t>(request.offering) < state.catalog().size();
-  if (offering_known) {
-    headroom = QuotaHeadroom(state, project, state.catalog().Get(request.offering), none);
-  }
   for (size_t i = 0; i < nodes.size(); ++i) {
-    // 5,000 candidates do not stay in cache between requests: the two dependent fetches per
-    // node (the node, then its offerings, whose summaries are read) are started a few nodes
-    // before they are needed; an L3 or memory fetch takes longer than one Assess.
-    constexpr size_t kAhead = 8;
-    if (i + kAhead + kAhead / 2 < nodes.size()) __builtin_prefetch(nodes[i + kAhead + kAhead / 2]);
-    if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
-      for (const NodeOffering& no : nodes[i + kAhead]->offerings) {
-        __builtin_prefetch(&no);
-        __builtin_prefetch(reinterpret_cast<const char*>(&no) + 64);  // may straddle lines
-      }
+    const RoomRow& row = rows[slots[i]];
+    Verdict v;
+    if (row.availability != Availability::kOpen) {
+      v.reason = ReasonOf(row.availability);
+    } else if (std::optional<Room> room = RoomFromRow(row, offering, project)) {
+      v = Decide(offering, request, *room, headroom);
+    } else {
+      v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     }
-    const Verdict v = Assess(state, request, project, nodes[i], none, &headroom);
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;
     via_owned[i] = v.via_owned_unit;
     owned_on_candidate = owned_on_candidate || v.via_owned_unit;
     any_fits = any_fits || v.reason == FitReason::kFits;
   }
-  if (!request.unresolvable.empty() || request.offering < 0 ||
-      static_cast<size_t>(request.offering) >= state.catalog().size()) {
-    return out;
-  }
-  const Offering& offering = state.catalog().Get(request.offering);
   if (offering.sharing != Sharing::kTimeSliced) return out;
 
   if (owned_on_candidate) {

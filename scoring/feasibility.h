@@ -6,6 +6,7 @@
 #ifndef GSE_SCORING_FEASIBILITY_H_
 #define GSE_SCORING_FEASIBILITY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,15 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
 FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
                           const std::vector<const NodeState*>& nodes,
                           absl::FunctionRef<void(size_t)> on_fit);
+// The same with the nodes' slots in the room tables given (`slots[i]` == SlotsOf(nodes)[i]):
+// callers that look the same candidates up again and again keep both, and a filter then
+// reads the dense rows (ClusterState::RoomRows) instead of the nodes.
+FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
+                          const std::vector<const NodeState*>& nodes,
+                          const std::vector<uint32_t>& slots,
+                          absl::FunctionRef<void(size_t)> on_fit);
+// Each node's NodeState::slot, ClusterState::kUnknownSlot for null.
+std::vector<uint32_t> SlotsOf(const std::vector<const NodeState*>& nodes);
 
 }  // namespace gse
 

@@ -415,7 +415,9 @@ NodeOffering* NodeState::Find(OfferingId id) {
 }
 
 ClusterState::ClusterState(std::shared_ptr<const Catalog> catalog, MirrorOptions options)
-    : catalog_(std::move(catalog)), options_(std::move(options)) {
+    : catalog_(std::move(catalog)),
+      options_(std::move(options)),
+      room_rows_(catalog_->size(), std::vector<RoomRow>(1)) {
   BumpNodeSetVersion();
   RecomputeQuotas();  // the static quotas apply before any ResourceQuota arrives
 }
@@ -438,6 +440,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   if (it == nodes_.end()) {
     auto node = std::make_unique<NodeState>();
     node->name = object.name;
+    node->slot = AllocateSlot();
     it = nodes_.emplace(object.name, std::move(node)).first;
     BumpNodeSetVersion();
   }
@@ -489,6 +492,7 @@ void ClusterState::RemoveNode(absl::string_view name) {
   Unindex(node);
   const bool held = std::any_of(node.offerings.begin(), node.offerings.end(), HasHolders);
   if (!held) {
+    FreeSlot(node.slot);
     nodes_.erase(it);
     BumpNodeSetVersion();
     return;
@@ -564,7 +568,10 @@ void ClusterState::AddHolding(const PodRecord& pod) {
   for (int32_t index : a.units) {
     const size_t nodes_before = nodes_.size();
     Unit& unit = EnsureUnit(nodes_, *catalog_, a.node, a.offering, index);
-    if (nodes_.size() != nodes_before) BumpNodeSetVersion();  // a node created for the fact
+    if (nodes_.size() != nodes_before) {  // a node created for the fact
+      nodes_.find(a.node)->second->slot = AllocateSlot();
+      BumpNodeSetVersion();
+    }
     bool project_holds = false;
     for (const Holding& h : unit.holders) {
       auto it = pods_.find(h.pod_key);
@@ -631,19 +638,60 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
   // Trimming drops only free draining units and empty offerings, which the index does not
   // count; a node it erases had nothing indexed.
   const size_t nodes_before = nodes_.size();
+  const uint32_t slot = node_it->second->slot;
   TrimNode(nodes_, a.node);
-  if (nodes_.size() != nodes_before) BumpNodeSetVersion();  // a removed node left
+  if (nodes_.size() != nodes_before) {  // a removed node left
+    FreeSlot(slot);
+    BumpNodeSetVersion();
+  }
   Reindex(a.node);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Summaries and the per-project index
 
+Availability ClusterState::AvailabilityOf(const NodeState& node, const NodeOffering& no) const {
+  if (node.removed) return Availability::kNodeUnknown;
+  if (no.advertised_units == 0) return Availability::kNotOnNode;  // draining held units only
+  if (!no.unusable_reason.empty()) return Availability::kUnusable;
+  if (!OfferingSelectsNode(catalog_->Get(no.offering), node)) return Availability::kNotSelected;
+  return Availability::kOpen;
+}
+
+std::vector<RoomRow> ClusterState::RoomRowsOf(const NodeState& node) const {
+  std::vector<RoomRow> rows(catalog_->size());
+  if (node.removed) return rows;  // kNodeUnknown everywhere
+  for (RoomRow& row : rows) row.availability = Availability::kNotOnNode;
+  for (const NodeOffering& no : node.offerings) {
+    RoomRow& row = rows[static_cast<size_t>(no.offering)];
+    row.availability = AvailabilityOf(node, no);
+    row.high_owners = no.summary.high_owners;
+    row.empty_units = no.summary.empty_units;
+    row.max_free = no.summary.max_free;
+    row.max_free_empty = no.summary.max_free_empty;
+    row.low_with_room = no.summary.low_with_room;
+  }
+  return rows;
+}
+
+uint32_t ClusterState::AllocateSlot() {
+  if (!free_slots_.empty()) {
+    const uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  for (std::vector<RoomRow>& table : room_rows_) table.emplace_back();
+  return slot_count_++;
+}
+
+void ClusterState::FreeSlot(uint32_t slot) {
+  for (std::vector<RoomRow>& table : room_rows_) table[slot] = RoomRow{};
+  free_slots_.push_back(slot);
+}
+
 OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOffering& no) const {
   OfferingSummary s;
-  const Offering& offering = catalog_->Get(no.offering);
-  s.open = !node.removed && no.advertised_units > 0 && no.unusable_reason.empty() &&
-           OfferingSelectsNode(offering, node);
+  s.open = AvailabilityOf(node, no) == Availability::kOpen;
   for (const Unit& unit : no.units) {
     const int32_t free = unit.Free();
     s.max_free = std::max(s.max_free, free);
@@ -709,6 +757,8 @@ void ClusterState::Reindex(absl::string_view node_name) {
     AddToIndex(no, +1);
     node.held_units += no.summary.held_units;
   }
+  const std::vector<RoomRow> rows = RoomRowsOf(node);
+  for (size_t o = 0; o < rows.size(); ++o) room_rows_[o][node.slot] = rows[o];
 }
 
 int32_t ClusterState::OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const {
@@ -1198,6 +1248,37 @@ AuditReport ClusterState::Audit() const {
       ++report.stale_summaries;
       problem("node ", name, " counts ", entry.second->held_units, " held units, its units ",
               held_units);
+    }
+    const uint32_t slot = entry.second->slot;
+    const std::vector<RoomRow> rows = RoomRowsOf(*entry.second);
+    for (size_t o = 0; o < rows.size(); ++o) {
+      if (slot == kUnknownSlot || slot >= slot_count_ || !(room_rows_[o][slot] == rows[o])) {
+        ++report.stale_summaries;
+        problem("room row ", slot, " of ", catalog_->Get(static_cast<OfferingId>(o)).resource,
+                " for node ", name, " disagrees with its summary");
+        break;
+      }
+    }
+  }
+  // Rows no node owns (the unknown node's, and freed slots) must say so.
+  std::vector<bool> owned_slot(slot_count_, false);
+  for (const auto& entry : nodes_) {
+    const uint32_t slot = entry.second->slot;
+    if (slot >= slot_count_) continue;  // reported above
+    if (owned_slot[slot]) {
+      ++report.stale_summaries;
+      problem("room row ", slot, " belongs to two nodes, one of them ", entry.first);
+    }
+    owned_slot[slot] = true;
+  }
+  for (uint32_t slot = 0; slot < slot_count_; ++slot) {
+    if (owned_slot[slot]) continue;
+    for (const std::vector<RoomRow>& table : room_rows_) {
+      if (!(table[slot] == RoomRow{})) {
+        ++report.stale_summaries;
+        problem("room row ", slot, " belongs to no node but is not empty");
+        break;
+      }
     }
   }
   if (with_room != owned_with_room_) {

@@ -1061,6 +1061,62 @@ TEST_F(ClusterStateTest, SummaryAndOwnedIndexFollowEveryChange) {
   ExpectClean();
 }
 
+// The dense room tables that filters read instead of the nodes: each node's row says what its
+// summary says (or why the offering is not open there), rows follow every change, and a slot
+// freed by an erased node is empty again before the next node takes it.
+TEST_F(ClusterStateTest, RoomRowsFollowNodesAndTheirUnits) {
+  auto row = [&](const std::string& node, absl::string_view offering) {
+    const NodeState* n = state_.FindNode(node);
+    const uint32_t slot = n == nullptr ? ClusterState::kUnknownSlot : n->slot;
+    return state_.RoomRows(Id(offering))[slot];
+  };
+  ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 8}, {kA100, 2}},  // no pool label
+                                    {{"nvidia.com/a100.product", "NVIDIA-A100-SXM4-40GB"}})));
+  // The pool, but no product label: the A100 offering cannot be served as catalogued.
+  ASSERT_TRUE(state_.ApplyNode(Node("n2", {{kGpu, 2}, {kA100, 2}}, {{kPoolLabel, "train"}})));
+  EXPECT_NE(state_.FindNode("n1")->slot, state_.FindNode("n2")->slot);
+  EXPECT_EQ(row("n1", kTs).availability, Availability::kOpen);
+  EXPECT_EQ(row("n1", kTs).empty_units, 2);
+  EXPECT_EQ(row("n1", kTs).max_free_empty, 4);
+  EXPECT_EQ(row("n1", kA100).availability, Availability::kNotSelected);
+  EXPECT_EQ(row("n1", kGpu).availability, Availability::kNotOnNode);
+  EXPECT_EQ(row("n2", kTs).availability, Availability::kNotOnNode);
+  EXPECT_EQ(row("n2", kA100).availability, Availability::kUnusable);
+  EXPECT_EQ(row("nobody", kTs).availability, Availability::kNodeUnknown);
+
+  ASSERT_TRUE(state_.Reserve(Claim("a", "t0"), A("n1", kTs, {0})).ok());
+  const ProjectId a = state_.FindProject("a");
+  EXPECT_EQ(row("n1", kTs).empty_units, 1);
+  EXPECT_EQ(row("n1", kTs).max_free, 4);
+  EXPECT_EQ(row("n1", kTs).low_with_room, uint64_t{1} << a);
+  ExpectClean();
+
+  // Deleted while held: every row of the node says unknown; erased once released, and the
+  // slot goes to the next new node with that node's rows only.
+  const uint32_t n1_slot = state_.FindNode("n1")->slot;
+  state_.RemoveNode("n1");
+  EXPECT_EQ(row("n1", kTs).availability, Availability::kNodeUnknown);
+  ExpectClean();
+  ASSERT_TRUE(state_.Release("a/t0"));
+  EXPECT_EQ(state_.FindNode("n1"), nullptr);
+  ExpectClean();
+  ASSERT_TRUE(state_.ApplyNode(Node("n3", {{kGpu, 1}})));
+  EXPECT_EQ(state_.FindNode("n3")->slot, n1_slot);
+  EXPECT_EQ(row("n3", kGpu).availability, Availability::kOpen);
+  EXPECT_EQ(row("n3", kTs).availability, Availability::kNotOnNode);
+  EXPECT_EQ(row("n3", kTs).low_with_room, 0u);
+  ExpectClean();
+  // A node known only from a bound pod's annotation (its Node object not seen yet) has a
+  // slot too, unknown until the object arrives.
+  state_.ApplyPod(Annotated(Pod("b", "x", "n4", kGpu), A("n4", kGpu, {0}), *catalog_, "b"));
+  ASSERT_NE(state_.FindNode("n4"), nullptr);
+  EXPECT_EQ(row("n4", kGpu).availability, Availability::kNodeUnknown);
+  ASSERT_TRUE(state_.ApplyNode(Node("n4", {{kGpu, 2}})));
+  EXPECT_EQ(row("n4", kGpu).availability, Availability::kOpen);
+  EXPECT_EQ(row("n4", kGpu).empty_units, 1);
+  ExpectClean();
+}
+
 // The summary answers "owns a unit (with room) here" from bits for project ids below 64 and
 // from the owner list above; no project may be taken for another whatever its id.
 TEST_F(ClusterStateTest, OwnershipQueriesAreExactBeyondSixtyFourProjects) {
