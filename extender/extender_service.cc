@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "extender/candidate_answers.h"
 #include "extender/pending_pods.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
@@ -64,8 +66,12 @@ absl::Status WrongType(absl::string_view path, absl::string_view want,
 }
 
 // Parses `body` in place (it is ours: the verbs take it by value) and requires an object.
-absl::Status ParseBody(std::string& body, rapidjson::Document& doc) {
-  absl::Status parsed = ParseJsonInSituLimited(body.data(), body.size(), doc);
+// With `list`, that top-level member is collected instead of stored in `doc` (its errors name
+// the member, not the body).
+absl::Status ParseBody(std::string& body, rapidjson::Document& doc,
+                       StringListMember* list = nullptr) {
+  absl::Status parsed = ParseJsonInSituLimited(body.data(), body.size(), doc, list);
+  if (list != nullptr && !list->error.ok()) return list->error;
   if (!parsed.ok()) return Invalid("body", parsed.message());
   if (!doc.IsObject()) return WrongType("body", "a JSON object", doc);
   return absl::OkStatus();
@@ -134,6 +140,8 @@ struct ExtenderArgs {
   // The candidates, in input order: views into the parsed body (NodeNames) or into
   // `identities` (both outlive the verb); no per-name copy on a 5,000-name request.
   std::vector<absl::string_view> names;
+  // No name needs JSON escaping (CandidateNames): known from the parser for NodeNames.
+  bool names_plain = false;
 };
 
 std::string NodeItemPath(size_t i) { return absl::StrCat("Nodes.items[", i, "]"); }
@@ -147,8 +155,10 @@ absl::StatusOr<PodObject> DecodePodMember(const rapidjson::Value& root) {
 
 // Both Nodes and NodeNames null (never sent by kube-scheduler) decode as an empty NodeNames
 // list: there is nothing to pass. When both are set (the upstream round-trip test does it),
-// Nodes wins, as it carries facts the names do not.
-absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc) {
+// Nodes wins, as it carries facts the names do not. `node_names`: the body's NodeNames,
+// already checked element by element while parsing.
+absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc,
+                                                StringListMember& node_names) {
   ExtenderArgs args;
   absl::StatusOr<PodObject> pod = DecodePodMember(doc);
   if (!pod.ok()) return pod.status();
@@ -175,22 +185,16 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc) 
     }
     return args;
   }
-  if (const rapidjson::Value* names = Optional(doc, "NodeNames")) {
-    if (!names->IsArray()) return WrongType("NodeNames", "an array of strings or null", *names);
-    args.names.reserve(names->Size());
-    for (rapidjson::SizeType i = 0; i < names->Size(); ++i) {
-      const rapidjson::Value& name = (*names)[i];
-      // The path is formatted only for an error: 5,000 good names must not cost 5,000 strings.
-      auto path = [i] { return absl::StrCat("NodeNames[", i, "]"); };
-      if (!name.IsString()) return WrongType(path(), "a string", name);
-      if (name.GetStringLength() == 0) return Invalid(path(), "empty");
-      if (name.GetStringLength() > kMaxNameBytes) {
-        return Invalid(path(), absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
-      }
-      args.names.push_back(absl::string_view(name.GetString(), name.GetStringLength()));
-    }
-  }
+  args.names = std::move(node_names.values);
+  args.names_plain = node_names.plain;
   return args;
+}
+
+// Parses and decodes a filter or prioritize body (in place: `body` must outlive the result).
+absl::StatusOr<ExtenderArgs> ParseArgs(std::string& body, rapidjson::Document& doc) {
+  StringListMember node_names("NodeNames", kMaxNameBytes);
+  if (absl::Status s = ParseBody(body, doc, &node_names); !s.ok()) return s;
+  return DecodeExtenderArgs(doc, node_names);
 }
 
 absl::StatusOr<BindTarget> DecodeBindArgs(const rapidjson::Document& doc) {
@@ -362,80 +366,6 @@ bool MayCarryNodeObjects(const std::string& body) {
   return false;
 }
 
-// The filter and prioritize answers list every candidate (5,000 at kube-scheduler's scale):
-// they are appended to one string directly. A string that needs escaping (never a valid node
-// name) goes through RapidJSON's writer.
-bool NeedsEscaping(absl::string_view s) {
-  return !std::all_of(s.begin(), s.end(), [](char c) {
-    return static_cast<unsigned char>(c) >= 0x20 && c != '"' && c != '\\';
-  });
-}
-
-void AppendQuoted(std::string& out, absl::string_view s) {
-  if (!NeedsEscaping(s)) {
-    out.push_back('"');
-    out.append(s.data(), s.size());
-    out.push_back('"');
-    return;
-  }
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  String(w, s);
-  out.append(buf.GetString(), buf.GetSize());
-}
-
-// Appends what `emit` produces in two passes: the first sums the pieces' sizes, the second
-// copies them into space reserved once. Lists of 5,000 entries cost one allocation and a
-// memcpy per piece instead of a capacity check per character.
-template <typename Emit>
-void AppendPieces(std::string& out, const Emit& emit) {
-  size_t size = 0;
-  emit([&](absl::string_view piece) { size += piece.size(); });
-  const size_t at = out.size();
-  out.resize(at + size);
-  char* cursor = &out[at];
-  emit([&](absl::string_view piece) {
-    std::memcpy(cursor, piece.data(), piece.size());
-    cursor += piece.size();
-  });
-}
-
-// FailedNodes / FailedAndUnresolvableNodes: name -> message for every node whose verdict is
-// in that class, written straight from the verdicts (no map of copied names); a name given
-// twice appears twice with the same message, which Go's decoder accepts. `names_plain`: no
-// name needs JSON escaping (checked once per request), so names are copied as they are.
-void AppendFailureMap(std::string& out, const std::vector<absl::string_view>& names,
-                      bool names_plain, const std::vector<FitReason>& verdicts,
-                      const PodRequest& request, bool unresolvable_class) {
-  std::array<std::string, kReasonCount> messages;  // `":"` + quoted message, once per reason
-  std::array<bool, kReasonCount> listed{};         // the reasons of this class
-  for (int r = 0; r < kReasonCount; ++r) {
-    const NodeFit fit{static_cast<FitReason>(r)};
-    listed[static_cast<size_t>(r)] = !fit.fits() && fit.unresolvable() == unresolvable_class;
-    messages[static_cast<size_t>(r)] = names_plain ? "\":" : ":";
-    AppendQuoted(messages[static_cast<size_t>(r)], fit.Message(request));
-  }
-  AppendPieces(out, [&](const auto& put) {
-    put("{");
-    bool first = true;
-    for (size_t i = 0; i < verdicts.size(); ++i) {
-      const size_t r = static_cast<size_t>(verdicts[i]);
-      if (!listed[r]) continue;
-      put(first ? absl::string_view(names_plain ? "\"" : "") : (names_plain ? ",\"" : ","));
-      first = false;
-      if (names_plain) {
-        put(names[i]);
-      } else {
-        std::string quoted;
-        AppendQuoted(quoted, names[i]);
-        put(quoted);
-      }
-      put(messages[r]);
-    }
-    put("}");
-  });
-}
-
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -462,23 +392,28 @@ struct ExtenderService::Impl {
   absl::Mutex versions_mu;
   absl::flat_hash_map<std::string, std::string> applied_versions ABSL_GUARDED_BY(versions_mu);
 
+  // The candidates as FilterNodes takes them: the nodes (null when unknown) and their slots.
+  struct Candidates {
+    std::vector<const NodeState*> nodes;
+    std::vector<uint32_t> slots;
+  };
   // The candidate list's nodes, looked up through the last lookup when kube-scheduler sends
   // the same names again (it does, pod after pod, while the cluster's node set is stable):
   // comparing 5,000 names with the remembered ones is a sequential scan, much cheaper than
   // 5,000 hash lookups. Must be called under the mirror's lock that `state` came from.
-  std::vector<const NodeState*> LookUpNodes(const ClusterState& state,
-                                            const std::vector<absl::string_view>& names);
+  std::shared_ptr<const Candidates> LookUpNodes(const ClusterState& state,
+                                                const std::vector<absl::string_view>& names);
 
   absl::Mutex lookup_mu;
-  // The last lookup: its names back to back, their lengths, the nodes found, and the
-  // ClusterState::node_set_version() the pointers belong to.
+  // The last lookup: its names back to back, their lengths, what was found, and the
+  // ClusterState::node_set_version() the pointers and slots belong to.
   std::string lookup_names ABSL_GUARDED_BY(lookup_mu);
   std::vector<uint32_t> lookup_lengths ABSL_GUARDED_BY(lookup_mu);
-  std::vector<const NodeState*> lookup_nodes ABSL_GUARDED_BY(lookup_mu);
+  std::shared_ptr<const Candidates> lookup_found ABSL_GUARDED_BY(lookup_mu);
   uint64_t lookup_version ABSL_GUARDED_BY(lookup_mu) = 0;
 };
 
-std::vector<const NodeState*> ExtenderService::Impl::LookUpNodes(
+std::shared_ptr<const ExtenderService::Impl::Candidates> ExtenderService::Impl::LookUpNodes(
     const ClusterState& state, const std::vector<absl::string_view>& names) {
   {
     absl::MutexLock lock(&lookup_mu);
@@ -489,10 +424,13 @@ std::vector<const NodeState*> ExtenderService::Impl::LookUpNodes(
              std::memcmp(names[i].data(), lookup_names.data() + at, names[i].size()) == 0;
       at += lookup_lengths[i];
     }
-    // Node pointers stay valid while the node set version is unchanged (cluster_state.h).
-    if (same) return lookup_nodes;
+    // Node pointers and slots stay valid while the node set version is unchanged
+    // (cluster_state.h); the shared copy outlives a later lookup that replaces it.
+    if (same) return lookup_found;
   }
-  std::vector<const NodeState*> nodes = state.FindNodes(names);
+  auto found = std::make_shared<Candidates>();
+  found->nodes = state.FindNodes(names);
+  found->slots = SlotsOf(found->nodes);
   absl::MutexLock lock(&lookup_mu);
   lookup_names.clear();
   lookup_lengths.clear();
@@ -500,9 +438,9 @@ std::vector<const NodeState*> ExtenderService::Impl::LookUpNodes(
     lookup_names.append(name.data(), name.size());
     lookup_lengths.push_back(static_cast<uint32_t>(name.size()));
   }
-  lookup_nodes = nodes;
+  lookup_found = found;
   lookup_version = state.node_set_version();
-  return nodes;
+  return found;
 }
 
 absl::Status ExtenderService::Impl::RefreshNodes(const ExtenderArgs& args) {
@@ -570,10 +508,7 @@ VerbResult ExtenderService::Filter(std::string body) {
   if (MayCarryNodeObjects(body)) raw = body;
   const size_t body_size = body.size();
   rapidjson::Document doc;
-  if (absl::Status s = ParseBody(body, doc); !s.ok()) {
-    return BadRequest(FilterErrorBody(s.message()));
-  }
-  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(doc);
+  absl::StatusOr<ExtenderArgs> args = ParseArgs(body, doc);
   if (!args.ok()) return BadRequest(FilterErrorBody(args.status().message()));
   if (args->nodes_mode) {
     if (absl::Status s = impl_->RefreshNodes(*args); !s.ok()) {
@@ -593,7 +528,10 @@ VerbResult ExtenderService::Filter(std::string body) {
     offering_label = OfferingLabel(state, request);
     // I6: a pod asking for no catalog resource passes every node, known or not.
     if (!request.interested()) return;
-    FilterOutcome outcome = FilterNodes(state, request, impl_->LookUpNodes(state, args->names));
+    const std::shared_ptr<const Impl::Candidates> candidates =
+        impl_->LookUpNodes(state, args->names);
+    FilterOutcome outcome =
+        FilterNodes(state, request, candidates->nodes, candidates->slots, [](size_t) {});
     spill = outcome.spill_outside_candidates;
     for (size_t i = 0; i < verdicts.size(); ++i) verdicts[i] = outcome.fits[i].reason;
   });
@@ -604,9 +542,7 @@ VerbResult ExtenderService::Filter(std::string body) {
     passed_count += r == FitReason::kFits ? 1 : 0;
   }
 
-  std::string out;
-  out.reserve(64 + args->names.size() * 48);
-  out.append("{\"Nodes\":");
+  std::string out = "{\"Nodes\":";
   if (args->nodes_mode) {
     // The input Node objects, unmodified (PROTOCOL §2.4: newer schedulers expect their own):
     // their own text where it can be located, else re-serialised from the document.
@@ -636,25 +572,12 @@ VerbResult ExtenderService::Filter(std::string body) {
       }
       out.append(items.GetString(), items.GetSize());
     }
-    out.append("]},\"NodeNames\":null");
+    out.append("]},");
   } else {
-    out.append("null,\"NodeNames\":[");
-    bool first = true;
-    for (size_t i = 0; i < verdicts.size(); ++i) {
-      if (verdicts[i] != FitReason::kFits) continue;
-      if (!first) out.push_back(',');
-      first = false;
-      AppendQuoted(out, args->names[i]);
-    }
-    out.push_back(']');
+    out.append("null,");
   }
-  const bool names_plain = std::none_of(args->names.begin(), args->names.end(), NeedsEscaping);
-  out.append(",\"FailedNodes\":");
-  AppendFailureMap(out, args->names, names_plain, verdicts, request,
-                   /*unresolvable_class=*/false);
-  out.append(",\"FailedAndUnresolvableNodes\":");
-  AppendFailureMap(out, args->names, names_plain, verdicts, request,
-                   /*unresolvable_class=*/true);
+  AppendFilterVerdicts(out, CandidateNames(args->names, args->names_plain), verdicts, request,
+                       /*list_passing=*/!args->nodes_mode);
   out.append(",\"Error\":\"\"}");
 
   if (ExtenderMetrics* m = impl_->options.metrics) {
@@ -675,8 +598,7 @@ VerbResult ExtenderService::Prioritize(std::string body) {
   // (PROTOCOL §2.5): a 503 makes it score our nodes 0 instead of trusting a stale mirror.
   if (!Ready()) return VerbResult{503, ErrorBody(kNotSynced), "error"};
   rapidjson::Document doc;
-  if (absl::Status s = ParseBody(body, doc); !s.ok()) return BadRequest(ErrorBody(s.message()));
-  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(doc);
+  absl::StatusOr<ExtenderArgs> args = ParseArgs(body, doc);
   if (!args.ok()) return BadRequest(ErrorBody(args.status().message()));
   if (args->nodes_mode) {
     if (absl::Status s = impl_->RefreshNodes(*args); !s.ok()) {
@@ -689,9 +611,11 @@ VerbResult ExtenderService::Prioritize(std::string body) {
     const PodRequest request = ResolvePodRequest(
         state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
     if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
-    const std::vector<const NodeState*> nodes = impl_->LookUpNodes(state, args->names);
+    const std::shared_ptr<const Impl::Candidates> candidates =
+        impl_->LookUpNodes(state, args->names);
+    const std::vector<const NodeState*>& nodes = candidates->nodes;
     const ProjectId project = state.FindProject(request.project);
-    const FilterOutcome outcome = FilterNodes(state, request, nodes, [&](size_t i) {
+    const FilterOutcome outcome = FilterNodes(state, request, nodes, candidates->slots, [&](size_t i) {
       // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
       scores[i] = std::clamp<int64_t>(policy_->ScoreFiltered(state, request, project, *nodes[i]),
                                       0, kMaxExtenderPriority);
@@ -703,32 +627,8 @@ VerbResult ExtenderService::Prioritize(std::string body) {
   });
   impl_->pending.Remember(std::move(args->pod));
 
-  // HostPriorityList: [{"Host":"...","Score":n},...], every input node in input order.
-  // Scores are clamped to 0..10: their text is one of eleven fixed pieces.
-  static_assert(kMaxExtenderPriority == 10, "score pieces");
-  static constexpr absl::string_view kScoreTail[] = {
-      "\",\"Score\":0}", "\",\"Score\":1}", "\",\"Score\":2}", "\",\"Score\":3}",
-      "\",\"Score\":4}", "\",\"Score\":5}", "\",\"Score\":6}", "\",\"Score\":7}",
-      "\",\"Score\":8}", "\",\"Score\":9}", "\",\"Score\":10}"};
-  const bool names_plain = std::none_of(args->names.begin(), args->names.end(), NeedsEscaping);
   std::string out;
-  AppendPieces(out, [&](const auto& put) {
-    put("[");
-    for (size_t i = 0; i < scores.size(); ++i) {
-      put(i > 0 ? ",{\"Host\":" : "{\"Host\":");
-      if (names_plain) {
-        put("\"");
-        put(args->names[i]);
-      } else {
-        std::string quoted;
-        AppendQuoted(quoted, args->names[i]);
-        quoted.pop_back();  // the tail below closes the string
-        put(quoted);
-      }
-      put(kScoreTail[static_cast<size_t>(scores[i])]);
-    }
-    put("]");
-  });
+  AppendHostPriorityList(out, CandidateNames(args->names, args->names_plain), scores);
   return VerbResult{200, std::move(out), "ok"};
 }
 
