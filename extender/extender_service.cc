@@ -455,11 +455,13 @@ absl::Status ExtenderService::Impl::RefreshNodes(const ExtenderArgs& args) {
     }
   }
   // Unchanged versions still need the node present: a relist or deletion may have dropped it.
+  // (Looked up through the remembered candidate list, which the verb reuses right after.)
   bool any = mirror->Read([&](const ClusterState& state) {
+    const std::shared_ptr<const Candidates> found = LookUpNodes(state, args.names);
     bool found_stale = false;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (!stale[i]) {
-        const NodeState* node = state.FindNode(ids[i].name);
+        const NodeState* node = found->nodes[i];
         stale[i] = node == nullptr || node->removed;
       }
       found_stale = found_stale || stale[i];
