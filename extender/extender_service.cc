@@ -69,8 +69,8 @@ absl::Status WrongType(absl::string_view path, absl::string_view want,
 // With `list`, that top-level member is collected instead of stored in `doc` (its errors name
 // the member, not the body).
 absl::Status ParseBody(std::string& body, rapidjson::Document& doc,
-                       StringListMember* list = nullptr) {
-  absl::Status parsed = ParseJsonInSituLimited(body.data(), body.size(), doc, list);
+                       StringListMember* list = nullptr, ListIdentities* identities = nullptr) {
+  absl::Status parsed = ParseJsonInSituLimited(body.data(), body.size(), doc, list, identities);
   if (list != nullptr && !list->error.ok()) return list->error;
   if (!parsed.ok()) return Invalid("body", parsed.message());
   if (!doc.IsObject()) return WrongType("body", "a JSON object", doc);
@@ -156,9 +156,11 @@ absl::StatusOr<PodObject> DecodePodMember(const rapidjson::Value& root) {
 // Both Nodes and NodeNames null (never sent by kube-scheduler) decode as an empty NodeNames
 // list: there is nothing to pass. When both are set (the upstream round-trip test does it),
 // Nodes wins, as it carries facts the names do not. `node_names`: the body's NodeNames,
-// already checked element by element while parsing.
+// already checked element by element while parsing; `node_ids`: the Node items' identities
+// as the parser noted them.
 absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc,
-                                                StringListMember& node_names) {
+                                                StringListMember& node_names,
+                                                const ListIdentities& node_ids) {
   ExtenderArgs args;
   absl::StatusOr<PodObject> pod = DecodePodMember(doc);
   if (!pod.ok()) return pod.status();
@@ -172,10 +174,12 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc,
       args.identities.reserve(items->Size());
       args.node_json.reserve(items->Size());
       args.names.reserve(items->Size());
+      const bool noted = node_ids.usable && node_ids.items.size() == items->Size();
       for (rapidjson::SizeType i = 0; i < items->Size(); ++i) {
         const rapidjson::Value& item = (*items)[i];
         if (!item.IsObject()) return WrongType(NodeItemPath(i), "a Node object", item);
-        absl::StatusOr<ObjectIdentity> id = DecodeNodeIdentity(item, NodeItemPath(i));
+        absl::StatusOr<ObjectIdentity> id =
+            DecodeNodeIdentity(item, NodeItemPath(i), noted ? &node_ids.items[i] : nullptr);
         if (!id.ok()) return id.status();
         args.identities.push_back(*std::move(id));
         args.node_json.push_back(&item);
@@ -193,8 +197,9 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(const rapidjson::Document& doc,
 // Parses and decodes a filter or prioritize body (in place: `body` must outlive the result).
 absl::StatusOr<ExtenderArgs> ParseArgs(std::string& body, rapidjson::Document& doc) {
   StringListMember node_names("NodeNames", kMaxNameBytes);
-  if (absl::Status s = ParseBody(body, doc, &node_names); !s.ok()) return s;
-  return DecodeExtenderArgs(doc, node_names);
+  ListIdentities node_ids("Nodes");
+  if (absl::Status s = ParseBody(body, doc, &node_names, &node_ids); !s.ok()) return s;
+  return DecodeExtenderArgs(doc, node_names, node_ids);
 }
 
 absl::StatusOr<BindTarget> DecodeBindArgs(const rapidjson::Document& doc) {

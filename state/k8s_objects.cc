@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,134 @@ using rapidjson::Value;
 // ---------------------------------------------------------------------------------------
 // Parsing with limits.
 
+// Notes ListIdentities while the parser runs: watches the keys and values at the depths of
+// root.<key>.items[i].metadata.{name,resourceVersion} (depths as DepthLimitedHandler counts
+// them: the root object is 1, the List 2, its items array 3, an item 4, its metadata 5), and
+// counts what DecodeNodeIdentity would find repeated or of the wrong type.
+class IdentityTap {
+ public:
+  explicit IdentityTap(ListIdentities* out) : out_(out) {}
+
+  // A key of the object at `depth`.
+  void Key(int depth, absl::string_view key) {
+    pending_ = kNothing;
+    if (depth == 1) {
+      if (key != out_->key) return;
+      if (list_seen_) out_->usable = false;  // which one the document keeps is not ours to say
+      list_seen_ = true;
+      pending_ = kList;
+    } else if (depth == 2 && in_list_) {
+      if (key != "items") return;
+      if (items_seen_) out_->usable = false;
+      items_seen_ = true;
+      pending_ = kItems;
+    } else if (depth == 4 && in_item_) {
+      // GetSections' keys: each at most once; spec and status objects (or null).
+      static constexpr absl::string_view kSections[] = {"metadata", "spec", "status"};
+      for (int k = 0; k < 3; ++k) {
+        if (key != kSections[k]) continue;
+        if (section_count_[k]++ > 0) item().complete = false;
+        pending_ = k == 0 ? kMetadata : kSection;
+      }
+    } else if (depth == 5 && in_metadata_) {
+      // DecodeMeta's keys: each at most once.
+      static constexpr absl::string_view kMeta[] = {
+          "name", "namespace", "uid", "resourceVersion", "labels", "annotations",
+          "deletionTimestamp"};
+      for (int k = 0; k < 7; ++k) {
+        if (key != kMeta[k]) continue;
+        if (meta_count_[k]++ > 0) item().complete = false;
+        if (k == 0) pending_ = kName;
+        if (k == 3) pending_ = kResourceVersion;
+      }
+    }
+  }
+
+  // A value (its first event) in the container at `depth`.
+  void Value(int depth, bool is_object, bool is_array, bool is_null, const char* s, size_t n,
+             bool is_string) {
+    const Pending pending = pending_;
+    pending_ = kNothing;
+    switch (pending) {
+      case kList:
+        starts_list_ = is_object;
+        return;
+      case kItems:
+        starts_items_ = is_array;
+        return;
+      case kMetadata:
+        if (is_object) {
+          starts_metadata_ = true;
+        } else {
+          item().complete = false;  // null is "missing", anything else the wrong type
+        }
+        return;
+      case kSection:
+        if (!is_object && !is_null) item().complete = false;
+        return;
+      case kName:
+        if (is_string) {
+          item().name = absl::string_view(s, n);
+          has_name_ = true;
+        } else {
+          item().complete = false;
+        }
+        return;
+      case kResourceVersion:
+        if (is_string) {
+          item().resource_version = absl::string_view(s, n);
+        } else if (!is_null) {
+          item().complete = false;
+        }
+        return;
+      case kNothing:
+        break;
+    }
+    if (depth == 3 && in_items_) {  // an item
+      out_->items.emplace_back();
+      item().complete = is_object;
+      starts_item_ = is_object;
+      section_count_[0] = section_count_[1] = section_count_[2] = 0;
+      for (int& c : meta_count_) c = 0;
+      has_name_ = false;
+    }
+  }
+
+  // The container just opened at `depth` (after a Value that started it).
+  void Opened(int depth) {
+    if (starts_list_ && depth == 2) in_list_ = true;
+    if (starts_items_ && depth == 3) in_items_ = true;
+    if (starts_item_ && depth == 4) in_item_ = true;
+    if (starts_metadata_ && depth == 5) in_metadata_ = true;
+    starts_list_ = starts_items_ = starts_item_ = starts_metadata_ = false;
+  }
+
+  // The container at `depth` closed.
+  void Closed(int depth) {
+    if (depth == 5 && in_metadata_) in_metadata_ = false;
+    if (depth == 4 && in_item_) {
+      in_item_ = false;
+      // One metadata object with one name string: what DecodeNodeIdentity requires.
+      if (section_count_[0] != 1 || !has_name_) item().complete = false;
+    }
+    if (depth == 3 && in_items_) in_items_ = false;
+    if (depth == 2 && in_list_) in_list_ = false;
+  }
+
+ private:
+  enum Pending { kNothing, kList, kItems, kMetadata, kSection, kName, kResourceVersion };
+  ListIdentities::Item& item() { return out_->items.back(); }
+
+  ListIdentities* const out_;
+  Pending pending_ = kNothing;
+  bool list_seen_ = false, items_seen_ = false;
+  bool starts_list_ = false, starts_items_ = false, starts_item_ = false, starts_metadata_ = false;
+  bool in_list_ = false, in_items_ = false, in_item_ = false, in_metadata_ = false;
+  int section_count_[3] = {};
+  int meta_count_[7] = {};
+  bool has_name_ = false;
+};
+
 // Forwards SAX events to the document under construction, refusing to nest deeper than
 // kMaxJsonDepth, and diverts the top-level member `list` names (when given) into that list.
 // Returning false makes the reader stop with kParseErrorTermination.
@@ -49,26 +178,31 @@ class DepthLimitedHandler {
   // `length`: of the text, to size the list once (an element takes at least 3 bytes, a node
   // name with its quotes and comma usually 8 or more).
   DepthLimitedHandler(rapidjson::Document& doc, StringListMember* list, bool escapes,
-                      size_t length)
-      : doc_(doc), list_(list), escapes_(escapes), length_(length) {}
+                      size_t length, IdentityTap* tap)
+      : doc_(doc), list_(list), escapes_(escapes), length_(length), tap_(tap) {}
 
   bool too_deep() const { return too_deep_; }
 
-  bool Null() { return Diverted() ? Take(kNull) : doc_.Null(); }
-  bool Bool(bool b) { return Diverted() ? Take(kBoolean) : doc_.Bool(b); }
-  bool Int(int i) { return Diverted() ? Take(kNumber) : doc_.Int(i); }
-  bool Uint(unsigned u) { return Diverted() ? Take(kNumber) : doc_.Uint(u); }
-  bool Int64(int64_t i) { return Diverted() ? Take(kNumber) : doc_.Int64(i); }
-  bool Uint64(uint64_t u) { return Diverted() ? Take(kNumber) : doc_.Uint64(u); }
-  bool Double(double d) { return Diverted() ? Take(kNumber) : doc_.Double(d); }
+  bool Null() { return Diverted() ? Take(kNull) : (Note(kNull) && doc_.Null()); }
+  bool Bool(bool b) { return Diverted() ? Take(kBoolean) : (Note(kBoolean) && doc_.Bool(b)); }
+  bool Int(int i) { return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.Int(i)); }
+  bool Uint(unsigned u) { return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.Uint(u)); }
+  bool Int64(int64_t i) { return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.Int64(i)); }
+  bool Uint64(uint64_t u) {
+    return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.Uint64(u));
+  }
+  bool Double(double d) { return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.Double(d)); }
   bool RawNumber(const char* s, SizeType n, bool copy) {
-    return Diverted() ? Take(kNumber) : doc_.RawNumber(s, n, copy);
+    return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.RawNumber(s, n, copy));
   }
   bool String(const char* s, SizeType n, bool copy) {
     if (list_state_ == kInList) return Collect(s, n);
-    return Diverted() ? Take(kString) : doc_.String(s, n, copy);
+    if (Diverted()) return Take(kString);
+    if (tap_ != nullptr) tap_->Value(depth_, false, false, false, s, n, true);
+    return doc_.String(s, n, copy);
   }
   bool Key(const char* s, SizeType n, bool copy) {
+    if (tap_ != nullptr) tap_->Key(depth_, absl::string_view(s, n));
     if (list_ != nullptr && depth_ == 1 && absl::string_view(s, n) == list_->key) {
       if (list_seen_) return Fail(absl::StrCat(list_->key, ": given twice"));
       list_seen_ = true;
@@ -79,10 +213,13 @@ class DepthLimitedHandler {
     return doc_.Key(s, n, copy);
   }
   bool StartObject() {
-    if (!Enter()) return false;
-    return Diverted() ? Take(kObject) : doc_.StartObject();
+    if (Diverted()) return Enter() && Take(kObject);
+    if (!Note(kObject) || !Enter()) return false;
+    if (tap_ != nullptr) tap_->Opened(depth_);
+    return doc_.StartObject();
   }
   bool EndObject(SizeType members) {
+    if (tap_ != nullptr) tap_->Closed(depth_);
     if (--depth_ == 0) members -= diverted_members_;  // the root: its diverted member left out
     return doc_.EndObject(members);
   }
@@ -94,9 +231,16 @@ class DepthLimitedHandler {
       list_->values.reserve(std::min<size_t>(length_ / 8, size_t{1} << 16));
       return true;
     }
-    return Diverted() ? Take(kArray) : doc_.StartArray();
+    if (Diverted()) return Take(kArray);
+    // (Enter() has counted this array already: the tap hears of it at its container's depth.)
+    if (tap_ != nullptr) {
+      tap_->Value(depth_ - 1, false, true, false, nullptr, 0, false);
+      tap_->Opened(depth_);
+    }
+    return doc_.StartArray();
   }
   bool EndArray(SizeType elements) {
+    if (tap_ != nullptr && list_state_ != kInList) tap_->Closed(depth_);
     --depth_;
     if (list_state_ == kInList && depth_ == 1) {
       list_state_ = kDone;
@@ -111,6 +255,14 @@ class DepthLimitedHandler {
 
   // Whether the next value belongs to the list member (the common case costs one compare).
   bool Diverted() const { return list_state_ == kAwaitValue || list_state_ == kInList; }
+
+  // Tells the identity tap of a value other than a string (always true: never stops).
+  bool Note(EventType t) {
+    if (tap_ != nullptr) {
+      tap_->Value(depth_, t == kObject, t == kArray, t == kNull, nullptr, 0, false);
+    }
+    return true;
+  }
 
   // A value of the list member other than an element string: null ends it (as absent),
   // anything else is an error.
@@ -157,6 +309,7 @@ class DepthLimitedHandler {
   StringListMember* const list_;
   const bool escapes_;
   const size_t length_;
+  IdentityTap* const tap_;
   int depth_ = 0;
   bool too_deep_ = false;
   ListState list_state_ = kNone;
@@ -240,7 +393,8 @@ size_t FindInvalidUtf8(const char* data, size_t length) {
 
 template <unsigned kFlags, typename Stream>
 absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
-                                rapidjson::Document& doc, StringListMember* list = nullptr) {
+                                rapidjson::Document& doc, StringListMember* list = nullptr,
+                                ListIdentities* identities = nullptr) {
   if (const size_t bad = FindInvalidUtf8(text, length); bad != length) {
     doc.SetNull();
     return absl::InvalidArgumentError(
@@ -254,8 +408,11 @@ absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
   rapidjson::ParseResult result;
   bool too_deep = false;
   auto generator = [&](rapidjson::Document& target) {
+    std::optional<IdentityTap> tap;
+    if (identities != nullptr) tap.emplace(identities);
     DepthLimitedHandler handler(
-        target, list, list != nullptr && std::memchr(text, '\\', length) != nullptr, length);
+        target, list, list != nullptr && std::memchr(text, '\\', length) != nullptr, length,
+        tap ? &*tap : nullptr);
     result = reader.Parse<kLimitedFlags>(stream, handler);
     too_deep = handler.too_deep();
     return !result.IsError();
@@ -800,7 +957,7 @@ bool NeedsJsonEscaping(absl::string_view s) {
 }
 
 absl::Status ParseJsonInSituLimited(char* buffer, size_t length, rapidjson::Document& doc,
-                                    StringListMember* list) {
+                                    StringListMember* list, ListIdentities* identities) {
   if (absl::Status s = CheckSize(length); !s.ok()) {
     doc.SetNull();
     return s;
@@ -810,7 +967,8 @@ absl::Status ParseJsonInSituLimited(char* buffer, size_t length, rapidjson::Docu
     return absl::InvalidArgumentError("in-situ JSON buffer is not NUL-terminated");
   }
   rapidjson::InsituStringStream stream(buffer);
-  return ParseStreamLimited<rapidjson::kParseInsituFlag>(buffer, stream, length, doc, list);
+  return ParseStreamLimited<rapidjson::kParseInsituFlag>(buffer, stream, length, doc, list,
+                                                        identities);
 }
 
 absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::string_view path) {
@@ -830,6 +988,21 @@ absl::StatusOr<ObjectIdentity> DecodeNodeIdentity(const rapidjson::Value& value,
   meta.name = &id.name;
   meta.resource_version = &id.resource_version;
   if (absl::Status s = DecodeMeta(sec.metadata, root, meta); !s.ok()) return s;
+  return id;
+}
+
+absl::StatusOr<ObjectIdentity> DecodeNodeIdentity(const rapidjson::Value& value,
+                                                  absl::string_view path,
+                                                  const ListIdentities::Item* captured) {
+  if (captured == nullptr || !captured->complete) return DecodeNodeIdentity(value, path);
+  // What the capture cannot check: the name's own rules (errors name the path as usual).
+  const Path root(path);
+  const Path meta_path = root.Field("metadata");
+  const Path name_path = meta_path.Field("name");
+  if (absl::Status s = CheckName(name_path, captured->name); !s.ok()) return s;
+  ObjectIdentity id;
+  id.name = std::string(captured->name);
+  id.resource_version = std::string(captured->resource_version);
   return id;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
@@ -565,6 +566,79 @@ TEST(StringListMemberTest, PlainSaysWhetherAnyElementNeedsEscaping) {
     const auto c = Collect(absl::StrCat(R"({"Names":["a",")", name, R"("]})"));
     ASSERT_TRUE(c->status.ok()) << name;
     EXPECT_FALSE(c->plain) << name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Node identities noted while parsing: DecodeNodeIdentity must give the same result or the
+// same error with the parser's note as without it, whatever the item looks like.
+
+TEST(ListIdentitiesTest, CapturedIdentitiesDecodeExactlyAsTheDocumentDoes) {
+  const std::vector<std::string> items = {
+      R"({"metadata":{"name":"a","resourceVersion":"7","labels":{"name":"x"}},"spec":{},"status":{}})",
+      R"({"status":{"name":"s"},"metadata":{"uid":"u","name":"b"}})",                 // no version
+      R"({"metadata":{"name":"c","resourceVersion":null},"spec":null})",
+      R"({"metadata":{"name":"d","name":"e"}})",                                      // repeated
+      R"({"metadata":{"name":"f"},"metadata":{"name":"g"}})",
+      R"({"metadata":{"name":null}})",
+      R"({"metadata":{"name":7}})",
+      R"({"metadata":{"name":"h","resourceVersion":5}})",
+      R"({"metadata":null,"name":"i"})",
+      R"({"metadata":["j"]})",
+      R"({"metadata":{"name":"k"},"spec":"x"})",
+      R"({"metadata":{"name":"l"},"status":[]})",
+      R"({"metadata":{"name":"a/b"}})",                                               // bad name
+      R"({"metadata":{"name":""}})",
+      R"({"metadata":{"labels":{"a":{"name":"deep"}},"name":"m","uid":"u","uid":"v"}})",
+      R"({"spec":{"metadata":{"name":"n"}}})",                                        // no metadata
+      R"("o")",
+      R"({"metadata":{"name":"p","resourceVersion":"1"}})",
+  };
+  const std::string list = absl::StrCat(R"({"items":[)", absl::StrJoin(items, ","), "]}");
+  struct Variant {
+    std::string body;
+    bool usable;
+  } variants[] = {
+      {absl::StrCat(R"({"Pod":{},"Nodes":)", list, R"(,"NodeNames":null})"), true},
+      {absl::StrCat(R"({"Nodes":)", list, R"(,"Nodes":{"items":[]}})"), false},
+      {absl::StrCat(R"({"Nodes":{"items":[],"items":)", list.substr(9), "}"), false},
+  };
+  for (Variant& v : variants) {
+    SCOPED_TRACE(v.body.substr(0, 60));
+    rapidjson::Document doc;
+    ListIdentities ids("Nodes");
+    ASSERT_TRUE(ParseJsonInSituLimited(v.body.data(), v.body.size(), doc, nullptr, &ids).ok());
+    EXPECT_EQ(ids.usable, v.usable);
+    if (!v.usable) continue;
+    const rapidjson::Value& parsed = doc["Nodes"]["items"];
+    ASSERT_EQ(ids.items.size(), parsed.Size());
+    int complete = 0;
+    for (rapidjson::SizeType i = 0; i < parsed.Size(); ++i) {
+      SCOPED_TRACE(items[i]);
+      const absl::StatusOr<ObjectIdentity> plain = DecodeNodeIdentity(parsed[i], "it");
+      const absl::StatusOr<ObjectIdentity> noted =
+          DecodeNodeIdentity(parsed[i], "it", &ids.items[i]);
+      ASSERT_EQ(plain.ok(), noted.ok());
+      if (plain.ok()) {
+        EXPECT_EQ(noted->name, plain->name);
+        EXPECT_EQ(noted->resource_version, plain->resource_version);
+      } else {
+        EXPECT_EQ(noted.status(), plain.status());
+      }
+      complete += ids.items[i].complete ? 1 : 0;
+    }
+    // The capture is used, not bypassed: the clean items (a, b, c, bad names, m's deep name
+    // is ignored but its uid repeats, p) are complete.
+    EXPECT_TRUE(ids.items[0].complete);
+    EXPECT_EQ(ids.items[0].name, "a");
+    EXPECT_EQ(ids.items[0].resource_version, "7");
+    EXPECT_TRUE(ids.items[1].complete);
+    EXPECT_TRUE(ids.items[2].complete);
+    EXPECT_FALSE(ids.items[3].complete);
+    EXPECT_TRUE(ids.items[12].complete);  // complete; CheckName refuses it, as DecodeNode does
+    EXPECT_FALSE(ids.items[14].complete);
+    EXPECT_TRUE(ids.items[17].complete);
+    EXPECT_EQ(complete, 6);
   }
 }
 
