@@ -622,10 +622,13 @@ VerbResult ExtenderService::Prioritize(std::string body) {
         impl_->LookUpNodes(state, args->names);
     const std::vector<const NodeState*>& nodes = candidates->nodes;
     const ProjectId project = state.FindProject(request.project);
+    const RoomRow* rows = state.RoomRows(request.offering);
     const FilterOutcome outcome = FilterNodes(state, request, nodes, candidates->slots, [&](size_t i) {
+      std::optional<int64_t> score =
+          policy_->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
+      if (!score) score = policy_->ScoreFiltered(state, request, project, *nodes[i]);
       // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
-      scores[i] = std::clamp<int64_t>(policy_->ScoreFiltered(state, request, project, *nodes[i]),
-                                      0, kMaxExtenderPriority);
+      scores[i] = std::clamp<int64_t>(*score, 0, kMaxExtenderPriority);
     });
     // Nodes the cross-node affinity rule refused after all score 0.
     for (size_t i = 0; i < nodes.size(); ++i) {

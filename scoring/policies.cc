@@ -46,6 +46,19 @@ struct NodeGauge {
   bool node_busy = false;      // some unit of any offering on the node has holders
 };
 
+// The gauge's room after placing an exclusive or time-sliced request: a time-sliced ticket
+// on an owned unit takes no empty unit (the summary's and the room row's common part).
+void CountRoom(Sharing sharing, const PodRequest& request, int64_t empty_units, bool owns_any,
+               bool owned_unit, NodeGauge& g) {
+  if (sharing == Sharing::kExclusive) {
+    g.empty_after = empty_units - request.amount;
+    return;
+  }
+  g.owns_any = owns_any;
+  g.owned_unit = owned_unit;
+  g.empty_after = owned_unit ? empty_units : empty_units - 1;
+}
+
 // Builds the gauge for a node CheckNode accepted; the units themselves only when
 // `choose_units` (bind), since a score needs just the mirror's per-offering summary — except
 // for MPS, whose grade depends on the chosen unit. Deterministic: ties go to the lowest index.
@@ -74,7 +87,7 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
 
   switch (offering.sharing) {
     case Sharing::kExclusive: {
-      g.empty_after = empty_units - request.amount;
+      CountRoom(Sharing::kExclusive, request, empty_units, false, false, g);
       if (!choose_units) break;
       for (const Unit& unit : no.units) {
         if (static_cast<int64_t>(g.units.size()) == request.amount) break;
@@ -83,9 +96,8 @@ absl::StatusOr<NodeGauge> Gauge(const ClusterState& state, const PodRequest& req
       break;
     }
     case Sharing::kTimeSliced: {
-      g.owns_any = summary.Owns(project);
-      g.owned_unit = summary.OwnsWithRoom(project);
-      g.empty_after = g.owned_unit ? empty_units : empty_units - 1;
+      CountRoom(Sharing::kTimeSliced, request, empty_units, summary.Owns(project),
+                summary.OwnsWithRoom(project), g);
       if (!choose_units) break;
       // The project's own unit first (I3 inside the node): fullest under pack so units fill
       // up and free up whole; least loaded under spread.
@@ -178,6 +190,23 @@ class PolicyBase : public PlacementPolicy {
     return Graded(Gauge(state, request, project, node, mode_, /*choose_units=*/false,
                         /*checked=*/true),
                   state, request);
+  }
+
+  // From the row for exclusive and time-sliced requests (MPS grades the chosen unit, which
+  // only the node's units tell), unless the project's id is 64 or more on a node with such
+  // owners (the row's owner bits cannot say).
+  std::optional<int64_t> ScoreFilteredRow(const ClusterState& state, const PodRequest& request,
+                                          ProjectId project, const RoomRow& row) const override {
+    const Sharing sharing = state.catalog().Get(request.offering).sharing;
+    if (sharing == Sharing::kMps || (project >= 64 && row.high_owners)) return std::nullopt;
+    const uint64_t bit =
+        project >= 0 && project < 64 ? uint64_t{1} << static_cast<uint32_t>(project) : 0;
+    NodeGauge g;
+    g.node_busy = row.node_busy;
+    g.live_units = row.live_units;
+    CountRoom(sharing, request, row.empty_units, (row.low_owners & bit) != 0,
+              (row.low_with_room & bit) != 0, g);
+    return Clamp(Grade(sharing, g));
   }
 
   absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state, const PodRequest& request,

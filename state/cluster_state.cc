@@ -666,9 +666,12 @@ std::vector<RoomRow> ClusterState::RoomRowsOf(const NodeState& node) const {
     RoomRow& row = rows[static_cast<size_t>(no.offering)];
     row.availability = AvailabilityOf(node, no);
     row.high_owners = no.summary.high_owners;
+    row.node_busy = node.held_units > 0;
     row.empty_units = no.summary.empty_units;
     row.max_free = no.summary.max_free;
     row.max_free_empty = no.summary.max_free_empty;
+    row.live_units = no.summary.live_units;
+    row.low_owners = no.summary.low_owners;
     row.low_with_room = no.summary.low_with_room;
   }
   return rows;

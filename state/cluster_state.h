@@ -127,17 +127,23 @@ enum class Availability : uint8_t {
 // table per offering with one row per node slot (NodeState::slot): a 5,000-name filter reads
 // 5,000 rows of 24 bytes one after the other instead of a node and its offering each (two
 // cache misses per candidate). Copied from the summary by Reindex; Audit() checks it.
+// Also what the policies score a time-sliced or exclusive placement by (node_busy,
+// live_units, the owner bits), so that prioritize does not read the node either.
 struct RoomRow {
   Availability availability = Availability::kNodeUnknown;
   bool high_owners = false;  // as OfferingSummary: owners with ids >= 64 need the summary
+  bool node_busy = false;    // NodeState::held_units > 0 (any offering)
   int32_t empty_units = 0;
   int32_t max_free = 0;
   int32_t max_free_empty = 0;
+  int32_t live_units = 0;
+  uint64_t low_owners = 0;
   uint64_t low_with_room = 0;
   bool operator==(const RoomRow& o) const {
     return availability == o.availability && high_owners == o.high_owners &&
-           empty_units == o.empty_units && max_free == o.max_free &&
-           max_free_empty == o.max_free_empty && low_with_room == o.low_with_room;
+           node_busy == o.node_busy && empty_units == o.empty_units && max_free == o.max_free &&
+           max_free_empty == o.max_free_empty && live_units == o.live_units &&
+           low_owners == o.low_owners && low_with_room == o.low_with_room;
   }
 };
 

@@ -1089,6 +1089,12 @@ TEST_F(ClusterStateTest, RoomRowsFollowNodesAndTheirUnits) {
   EXPECT_EQ(row("n1", kTs).empty_units, 1);
   EXPECT_EQ(row("n1", kTs).max_free, 4);
   EXPECT_EQ(row("n1", kTs).low_with_room, uint64_t{1} << a);
+  EXPECT_EQ(row("n1", kTs).low_owners, uint64_t{1} << a);
+  EXPECT_EQ(row("n1", kTs).live_units, 2);
+  // Held units anywhere on the node show in every offering's row; not on other nodes.
+  EXPECT_TRUE(row("n1", kTs).node_busy);
+  EXPECT_TRUE(row("n1", kA100).node_busy);
+  EXPECT_FALSE(row("n2", kGpu).node_busy);
   ExpectClean();
 
   // Deleted while held: every row of the node says unknown; erased once released, and the

@@ -781,6 +781,68 @@ TEST_F(ScoringTest, ChooseUnitsResultIsAcceptedByReserve) {
   EXPECT_EQ(state_.Audit().problems.size(), 0u);
 }
 
+// Prioritize scores most nodes from their rows in the room table (ScoreFilteredRow); the
+// score must be the one ScoreFiltered gives from the node, for every policy, sharing, owner
+// and fill level, and the row must decline where it cannot know (MPS, owners >= 64).
+TEST_F(ScoringTest, ScoresFromRoomRowsEqualScoresFromNodes) {
+  for (const char* n : {"empty", "busy", "owned", "full", "mixed"}) {
+    AddNode(n, {{kGpu, 4}, {kTs, 3, 4}, {kMps, 2, 4}});
+  }
+  Place("g1", "q", "busy", kGpu, {0});
+  Place("t1", "p", "owned", kTs, {1});
+  Place("t2", "p", "owned", kTs, {1});
+  for (int i = 0; i < 4; ++i) Place(absl::StrCat("f", i), "p", "full", kTs, {0});
+  Place("g2", "q", "full", kGpu, {0, 1, 2});
+  Place("t3", "q", "mixed", kTs, {0});
+  Place("m1", "p", "mixed", kMps, {0}, 2);
+  int from_rows = 0;
+  for (const std::string& policy_name : PolicyNames()) {
+    std::unique_ptr<PlacementPolicy> policy = Policy(policy_name);
+    for (const PodRequest& r : {Req(kGpu, 1, "p"), Req(kGpu, 2, "q"), Req(kTs, 1, "p"),
+                                Req(kTs, 1, "q"), Req(kTs, 1, "new"), Req(kMps, 1, "p")}) {
+      const ProjectId project = state_.FindProject(r.project);
+      const RoomRow* rows = state_.RoomRows(r.offering);
+      for (const auto& [name, node] : state_.nodes()) {
+        if (!CheckNode(state_, r, node.get()).fits()) continue;
+        SCOPED_TRACE(absl::StrCat(policy_name, " ", catalog_->Get(r.offering).resource, " ",
+                                  r.project, " on ", name));
+        const std::optional<int64_t> row_score =
+            policy->ScoreFilteredRow(state_, r, project, rows[node->slot]);
+        if (catalog_->Get(r.offering).sharing == Sharing::kMps) {
+          EXPECT_FALSE(row_score.has_value());
+          continue;
+        }
+        ASSERT_TRUE(row_score.has_value());
+        EXPECT_EQ(*row_score, policy->ScoreFiltered(state_, r, project, *node));
+        ++from_rows;
+      }
+    }
+  }
+  EXPECT_GE(from_rows, 30);
+}
+
+TEST_F(ScoringTest, RoomRowsDeclineScoresForProjectIdsBeyondTheOwnerBits) {
+  AddNode("n", {{kTs, 20, 4}});
+  AddNode("gpus", {{kGpu, 64}});
+  // Projects get ids as they first hold something: 64 of them on whole GPUs first.
+  for (int p = 0; p < 70; ++p) {
+    const std::string project = absl::StrCat("p", p);
+    if (p < 64) {
+      Place("g", project, "gpus", kGpu, {p});
+    } else {
+      Place("t", project, "n", kTs, {p - 64});
+    }
+  }
+  const PodRequest r = Req(kTs, 1, "p65");
+  const ProjectId project = state_.FindProject("p65");
+  ASSERT_GE(project, 64);
+  std::unique_ptr<PlacementPolicy> policy = Policy("affinity-pack");
+  const NodeState& node = *N("n");
+  EXPECT_FALSE(policy->ScoreFilteredRow(state_, r, project, state_.RoomRows(r.offering)[node.slot])
+                   .has_value());
+  EXPECT_EQ(policy->ScoreFiltered(state_, r, project, node), 10);  // its own unit, with room
+}
+
 TEST_F(ScoringTest, ScoresAreDeterministicAndNotInterestedPodsScoreZero) {
   AddNode("a", {{kGpu, 4}});
   auto pack = Policy("affinity-pack");
