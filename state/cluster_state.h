@@ -123,12 +123,11 @@ enum class Availability : uint8_t {
   kNotSelected,  // the node does not match the offering's nodeSelector
 };
 
-// What a filter reads of one (node, offering) when nothing is evicted, packed into a dense
-// table per offering with one row per node slot (NodeState::slot): a 5,000-name filter reads
-// 5,000 rows of 24 bytes one after the other instead of a node and its offering each (two
-// cache misses per candidate). Copied from the summary by Reindex; Audit() checks it.
-// Also what the policies score a time-sliced or exclusive placement by (node_busy,
-// live_units, the owner bits), so that prioritize does not read the node either.
+// What a filter reads of one (node, offering) when nothing is evicted, and what the policies
+// grade an exclusive or time-sliced placement by, packed into a dense table per offering with
+// one row per node slot (NodeState::slot): a 5,000-name filter or prioritize reads 5,000 rows
+// of 40 bytes one after the other instead of a node and its offering each (two cache misses
+// per candidate). Copied from the summaries by Reindex; Audit() checks it.
 struct RoomRow {
   Availability availability = Availability::kNodeUnknown;
   bool high_owners = false;  // as OfferingSummary: owners with ids >= 64 need the summary
