@@ -83,7 +83,10 @@ bool ApiBinder::BoundAsRequested(const BindTarget& target,
   absl::StatusOr<std::string> body = client_->GetWithTimeout(
       absl::StrCat("/api/v1/namespaces/", target.pod_namespace, "/pods/", target.pod_name),
       timeout);
-  if (!body.ok()) return false;
+  if (!body.ok()) {
+    get_errors_.fetch_add(1);
+    return false;
+  }
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(body->data(), body->size());
   if (doc.HasParseError() || !doc.IsObject()) return false;
@@ -125,6 +128,7 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
     absl::StatusOr<std::string> r =
         client_->PostWithTimeout(path, body, std::min(options_.attempt_timeout, remaining));
     if (r.ok()) return absl::OkStatus();
+    bind_errors_.fetch_add(1);
     last = r.status();
     KubeError e = KubeErrorOf(last);
     if (e.http_code == 409 && (ambiguous || attempt > 1 || e.message.find("already assigned") != std::string::npos)) {

@@ -51,6 +51,10 @@ class ApiBinder : public Binder {
   int64_t attempts() const { return attempts_.load(); }
   // Binds that answered ambiguously but were found committed by reading the pod back.
   int64_t confirmed_by_read() const { return confirmed_by_read_.load(); }
+  // Failed calls (each attempt: error answers and transport failures), for
+  // gse_api_errors_total: binding POSTs, and GETs of the pod to see whether a bind committed.
+  int64_t bind_errors() const { return bind_errors_.load(); }
+  int64_t get_errors() const { return get_errors_.load(); }
 
  private:
   // True when the pod is bound to target.node with `annotations` (and target's UID).
@@ -62,6 +66,8 @@ class ApiBinder : public Binder {
   const ApiBinderOptions options_;
   std::atomic<int64_t> attempts_{0};
   std::atomic<int64_t> confirmed_by_read_{0};
+  std::atomic<int64_t> bind_errors_{0};
+  std::atomic<int64_t> get_errors_{0};
 };
 
 }  // namespace gse

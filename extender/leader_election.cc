@@ -170,6 +170,7 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
   absl::StatusOr<std::string> got = client_->GetWithTimeout(LeasePath(false), CallTimeout());
   if (!got.ok()) {
     if (KubeErrorOf(got.status()).http_code != 404) {
+      lease_errors_.fetch_add(1);
       Log("lease_get_failed", std::string(got.status().message()));
       return Outcome::kFailed;
     }
@@ -180,6 +181,8 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
         LeaseSeconds(options_.lease_duration), now_text, now_text);
     absl::StatusOr<std::string> created = client_->PostWithTimeout(LeasePath(true), body, CallTimeout());
     if (!created.ok()) {
+      // Another elector creating it first is the race the next round settles, not a failure.
+      if (created.status().code() != absl::StatusCode::kAlreadyExists) lease_errors_.fetch_add(1);
       Log("lease_create_failed", std::string(created.status().message()));
       return Outcome::kFailed;
     }
@@ -189,6 +192,7 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(got->data(), got->size());
   if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("metadata")) {
+    lease_errors_.fetch_add(1);
     Log("lease_get_failed", "not a Lease object");
     return Outcome::kFailed;
   }
@@ -229,6 +233,8 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
   // metadata.resourceVersion stays as read: the update is conditional on it (409 otherwise).
   absl::StatusOr<std::string> put = client_->PutWithTimeout(LeasePath(false), Serialize(doc), CallTimeout());
   if (!put.ok()) {
+    // 409: another elector updated the lease since we read it (the race elections settle).
+    if (KubeErrorOf(put.status()).http_code != 409) lease_errors_.fetch_add(1);
     if (KubeErrorOf(put.status()).http_code != 409 || leading) {
       Log(leading ? "lease_renew_failed" : "lease_acquire_failed", std::string(put.status().message()));
     }
@@ -239,7 +245,10 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
 
 void LeaderElector::Release() {
   absl::StatusOr<std::string> got = client_->GetWithTimeout(LeasePath(false), CallTimeout());
-  if (!got.ok()) return;
+  if (!got.ok()) {
+    lease_errors_.fetch_add(1);
+    return;
+  }
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(got->data(), got->size());
   if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("spec") || !doc["spec"].IsObject()) return;
@@ -251,6 +260,7 @@ void LeaderElector::Release() {
   if (spec.HasMember("renewTime")) spec["renewTime"] = rapidjson::Value(now_text.c_str(), alloc);
   if (spec.HasMember("leaseDurationSeconds")) spec["leaseDurationSeconds"] = 1;
   absl::StatusOr<std::string> put = client_->PutWithTimeout(LeasePath(false), Serialize(doc), CallTimeout());
+  if (!put.ok()) lease_errors_.fetch_add(1);
   Log(put.ok() ? "released" : "release_failed", put.ok() ? "" : std::string(put.status().message()));
 }
 

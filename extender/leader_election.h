@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <string>
 #include <thread>
 
@@ -61,6 +62,9 @@ class LeaderElector {
   const std::string& identity() const { return identity_; }
   // Times this elector became leader (tests, metrics).
   int64_t acquisitions() const;
+  // Lease calls that failed (error answers other than a lost update race or a missing lease,
+  // transport failures, a body that is not a Lease), for gse_api_errors_total{op="lease"}.
+  int64_t lease_errors() const { return lease_errors_.load(); }
 
  private:
   enum class Outcome { kHeld, kHeldByOther, kFailed };
@@ -85,6 +89,7 @@ class LeaderElector {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   int64_t acquisitions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> lease_errors_{0};
   std::thread thread_;
 };
 

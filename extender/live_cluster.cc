@@ -230,4 +230,14 @@ ReflectorCounters LiveCluster::reflector_counters() const {
   return reflector_ ? reflector_->counters() : ReflectorCounters{};
 }
 
+LiveCluster::ApiCallErrors LiveCluster::api_call_errors() const {
+  ApiCallErrors e;
+  if (binder_) {
+    e.bind = binder_->bind_errors();
+    e.get = binder_->get_errors();
+  }
+  if (elector_) e.lease = elector_->lease_errors();
+  return e;
+}
+
 }  // namespace gse

@@ -93,6 +93,13 @@ class LiveCluster {
   bool synced() const;
   bool leader() const;  // true without leader election
   ReflectorCounters reflector_counters() const;
+  // Failed API calls outside the reflector (they only grow), for gse_api_errors_total.
+  struct ApiCallErrors {
+    int64_t bind = 0;   // binding POSTs
+    int64_t get = 0;    // reads of a pod after an ambiguous bind
+    int64_t lease = 0;  // leader election
+  };
+  ApiCallErrors api_call_errors() const;
   const KubeReflector* reflector() const { return reflector_.get(); }
 
  private:

@@ -784,6 +784,7 @@ int Run(int argc, char** argv) {
         std::chrono::microseconds(absl::ToInt64Microseconds(config->audit_interval));
     std::unique_lock<std::mutex> lock(stop_mu);
     ReflectorCounters reported;  // what the metrics already show of the live cluster
+    LiveCluster::ApiCallErrors reported_calls;
     while (!stop_cv.wait_for(lock, interval, [&] { return stopping.load(); })) {
       lock.unlock();
       mirror_metrics.Refresh();
@@ -804,6 +805,11 @@ int Run(int argc, char** argv) {
                                    now.project_quota_repairs - reported.project_quota_repairs);
         if (now.last_sync != absl::InfinitePast()) metrics.SetLastSync(now.last_sync);
         reported = now;
+        const LiveCluster::ApiCallErrors calls = live->api_call_errors();
+        metrics.ObserveApiError("bind", calls.bind - reported_calls.bind);
+        metrics.ObserveApiError("get", calls.get - reported_calls.get);
+        metrics.ObserveApiError("lease", calls.lease - reported_calls.lease);
+        reported_calls = calls;
       }
       lock.lock();
     }

@@ -119,6 +119,8 @@ TEST_F(ApiBinderTest, TransientServerErrorIsRetried) {
   absl::Status s = binder.Bind(Nb1(), kAnnotations);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(binder.attempts(), 2);
+  EXPECT_EQ(binder.bind_errors(), 1);  // the 500, counted for gse_api_errors_total
+  EXPECT_EQ(binder.get_errors(), 0);
   EXPECT_EQ(Pod("team-a/nb-1").node, "mig-a");
 }
 
@@ -138,6 +140,7 @@ TEST_F(ApiBinderTest, PersistentServerErrorFailsWithinTheDeadlineWithTheReason) 
   EXPECT_EQ(KubeErrorOf(s).reason, "InternalError");
   EXPECT_THAT(s.message(), HasSubstr("injected failure"));
   EXPECT_GE(binder.attempts(), 2);
+  EXPECT_EQ(binder.bind_errors(), binder.attempts());
   EXPECT_EQ(Pod("team-a/nb-1").node, "");
 }
 
@@ -153,7 +156,29 @@ TEST_F(ApiBinderTest, AnswerLostAfterCommitIsRecognisedAsBound) {
   absl::Status s = binder.Bind(Nb1(), kAnnotations);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(binder.confirmed_by_read(), 1);
+  EXPECT_EQ(binder.get_errors(), 0);
   EXPECT_EQ(Pod("team-a/nb-1").node, "mig-a");
+}
+
+// The binding commits but its answer is lost, and the pod cannot be read back to tell: the
+// bind fails (it cannot be confirmed) and the failed read is counted.
+TEST_F(ApiBinderTest, UnreadablePodAfterALostAnswerIsCountedAsAFailedGet) {
+  FakeApiServer::Fault lost;
+  lost.method = "POST";
+  lost.path_contains = "/binding";
+  lost.delay_after = absl::Seconds(2);
+  fake_.AddFault(lost);
+  FakeApiServer::Fault unreadable;
+  unreadable.method = "GET";
+  unreadable.path_contains = "/pods/nb-1";
+  unreadable.status = 500;
+  unreadable.times = -1;
+  fake_.AddFault(unreadable);
+  ApiBinder binder = Binder(absl::Seconds(2), absl::Milliseconds(300));
+  EXPECT_FALSE(binder.Bind(Nb1(), kAnnotations).ok());
+  EXPECT_GE(binder.get_errors(), 1);
+  EXPECT_GE(binder.bind_errors(), 2);  // the lost answer, then "already assigned"
+  EXPECT_EQ(binder.confirmed_by_read(), 0);
 }
 
 TEST_F(ApiBinderTest, TimeoutWithoutCommitIsAnError) {

@@ -98,6 +98,9 @@ TEST_F(LeaderElectionTest, ExactlyOneOfTwoLeadsAndTheLeaseNamesIt) {
   EXPECT_TRUE(std::regex_match(std::string(lease["spec"]["renewTime"].GetString()), micro_time));
   EXPECT_TRUE(std::regex_match(std::string(lease["spec"]["acquireTime"].GetString()), micro_time));
   EXPECT_EQ(leader->acquisitions(), 1);
+  // Two electors racing for one lease (create, conditional updates) is not an API failure.
+  EXPECT_EQ(a->lease_errors(), 0);
+  EXPECT_EQ(b->lease_errors(), 0);
   b->Stop();
   a->Stop();
 }
@@ -165,6 +168,7 @@ TEST_F(LeaderElectionTest, LeaderThatCannotRenewStepsDownBeforeTheLeaseExpires) 
   fake_.AddFault(down);
   ASSERT_TRUE(Eventually([&] { return !a->IsLeader(); }, absl::Seconds(2)));
   const absl::Time stepped_down = absl::Now();
+  EXPECT_GE(a->lease_errors(), 2);  // renewals kept failing until the renew deadline
   // The last successful renewal is what the lease says; a follower may take over one lease
   // duration (1 s) after it. The leader stepped down at the renew deadline (600 ms), before.
   absl::Time last_renewal;

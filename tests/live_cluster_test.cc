@@ -743,5 +743,83 @@ TEST_F(LiveClusterTest, SigkilledBinaryRestartsWithNothingLostAndNothingDoubleBo
   waitpid(pid, nullptr, 0);
 }
 
+// The binary reports the live cluster's API failures and watch restarts on /metrics (main.cc
+// turns the reflector's, binder's and elector's counters into gse_api_errors_total and
+// gse_mirror_watch_restarts_total every --audit-interval).
+TEST_F(LiveClusterTest, BinaryReportsApiFailuresAndWatchRestartsOnMetrics) {
+  const std::string binary = testing::BinPath("gpu-slice-extender");
+  if (!BinaryHasLiveFlags(binary)) GTEST_SKIP() << binary << " has no --kubeconfig flag";
+  const std::string key = Pod(fake_, "team-c", "m-0", {{kExclusive, "1"}});
+  const int port = FreePort();
+  const std::string log = dir_.File("metrics-extender.log");
+  pid_t pid = Spawn(binary,
+                    {absl::StrCat("--listen=127.0.0.1:", port),
+                     absl::StrCat("--kubeconfig=", kubeconfig_), "--in-cluster=false",
+                     "--audit-interval=100ms"},
+                    log);
+  ASSERT_GT(pid, 0);
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(6, 0);
+  ASSERT_TRUE(Eventually([&] {
+    auto r = http.Get("/readyz");
+    return r && r->status == 200;
+  }, absl::Seconds(10))) << testing::ReadFileOrDie(log);
+
+  // One binding POST fails (and is retried), the watches drop, and one watch call fails.
+  FakeApiServer::Fault bind_fault;
+  bind_fault.method = "POST";
+  bind_fault.path_contains = "/binding";
+  bind_fault.status = 500;
+  fake_.AddFault(bind_fault);
+  std::optional<std::string> pod = fake_.Get("pods", "team-c", "m-0");
+  ASSERT_TRUE(pod.has_value());
+  rapidjson::Document pd;
+  pd.Parse(pod->c_str());
+  auto f = http.Post("/filter",
+                     absl::StrCat(R"({"Pod":)", *pod,
+                                  R"(,"Nodes":null,"NodeNames":["gpu-node-a","gpu-node-b","mig-a"]})"),
+                     "application/json");
+  ASSERT_TRUE(f && f->status == 200);
+  rapidjson::Document fd;
+  fd.Parse(f->body.c_str());
+  ASSERT_TRUE(fd["NodeNames"].IsArray() && !fd["NodeNames"].Empty()) << f->body;
+  auto b = http.Post("/bind",
+                     absl::StrCat(R"({"PodName":"m-0","PodNamespace":"team-c","PodUID":")",
+                                  pd["metadata"]["uid"].GetString(), R"(","Node":")",
+                                  fd["NodeNames"][0].GetString(), R"("})"),
+                     "application/json");
+  ASSERT_TRUE(b && b->status == 200);
+  EXPECT_THAT(b->body, HasSubstr(R"("Error":"")"));
+  FakeApiServer::Fault watch_fault;
+  watch_fault.method = "GET";
+  watch_fault.query_contains = "watch";
+  watch_fault.status = 500;
+  fake_.AddFault(watch_fault);
+  fake_.DropWatches();
+
+  auto value = [&](const std::string& text, const std::string& series) {
+    const size_t at = text.find(series + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::atof(text.c_str() + at + series.size() + 1);
+  };
+  std::string metrics;
+  EXPECT_TRUE(Eventually([&] {
+    auto m = http.Get("/metrics");
+    if (!m || m->status != 200) return false;
+    metrics = m->body;
+    double restarts = 0;
+    for (const char* r : {"nodes", "pods", "namespaces", "resourcequotas"}) {
+      restarts += std::max(0.0, value(metrics, absl::StrCat(
+                                               "gse_mirror_watch_restarts_total{resource=\"", r, "\"}")));
+    }
+    return value(metrics, R"(gse_api_errors_total{op="bind"})") == 1 &&
+           value(metrics, R"(gse_api_errors_total{op="watch"})") >= 1 && restarts >= 1;
+  }, absl::Seconds(10))) << metrics;
+  EXPECT_EQ(value(metrics, R"(gse_api_errors_total{op="get"})"), 0);
+  EXPECT_EQ(value(metrics, R"(gse_api_errors_total{op="lease"})"), 0);  // no election here
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+}
+
 }  // namespace
 }  // namespace gse
