@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "rapidjson/stringbuffer.h"
-#include "state/k8s_objects.h"
 #include "rapidjson/writer.h"
+#include "state/k8s_objects.h"
 
 namespace gse {
 namespace {

@@ -168,8 +168,9 @@ class IdentityTap {
 };
 
 // Forwards SAX events to the document under construction, refusing to nest deeper than
-// kMaxJsonDepth, and diverts the top-level member `list` names (when given) into that list.
-// Returning false makes the reader stop with kParseErrorTermination.
+// kMaxJsonDepth; diverts the top-level member that `list` names (when given) into that list,
+// and shows the rest to `tap` (when given). Returning false makes the reader stop with
+// kParseErrorTermination.
 class DepthLimitedHandler {
  public:
   // `escapes`: the text holds a backslash. Without one no string can hold a character that
