@@ -11,8 +11,6 @@
 namespace gse {
 namespace {
 
-constexpr int kReasonCount = static_cast<int>(FitReason::kAffinityElsewhere) + 1;
-
 // Fixed text copied after every name. Pieces up to kPadded bytes are copied as kPadded bytes
 // (a constant-size memcpy is a few vector moves; a variable one is a library call per entry);
 // the bytes beyond the piece's own are overwritten by the next write or cut off at the end.
@@ -93,9 +91,9 @@ void AppendFilterVerdicts(std::string& out, const CandidateNames& names,
   // Each reason's member (0 NodeNames, 1 FailedNodes, 2 FailedAndUnresolvableNodes) and the
   // text that follows a name there: its closing quote, and in the maps ':' and the message.
   enum Member { kNodeNames, kFailed, kUnresolvable };
-  std::array<Member, kReasonCount> member;
-  std::array<Piece, kReasonCount> after_name;
-  for (int r = 0; r < kReasonCount; ++r) {
+  std::array<Member, kFitReasonCount> member;
+  std::array<Piece, kFitReasonCount> after_name;
+  for (int r = 0; r < kFitReasonCount; ++r) {
     const NodeFit fit{static_cast<FitReason>(r)};
     member[r] = fit.fits() ? kNodeNames : fit.unresolvable() ? kUnresolvable : kFailed;
     after_name[r] = Piece(fit.fits() ? "\"" : "\":" + JsonString(fit.Message(request)));

@@ -36,7 +36,6 @@ using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
 constexpr absl::string_view kNotSynced = "extender cache not synced yet";
 constexpr absl::string_view kNoOfferingLabel = "none";
-constexpr int kReasonCount = static_cast<int>(FitReason::kAffinityElsewhere) + 1;
 // The resourceVersion cache of request-borne Node objects is dropped wholesale beyond this
 // (it only saves work; a hostile stream of invented names must not grow it without bound).
 constexpr size_t kMaxAppliedNodeVersions = 200000;
@@ -525,7 +524,7 @@ VerbResult ExtenderService::Filter(std::string body) {
 
   // One verdict per candidate, in input order; kFits for every node when the pod is not ours.
   std::vector<FitReason> verdicts(args->names.size(), FitReason::kFits);
-  std::array<int64_t, kReasonCount> reason_counts{};
+  std::array<int64_t, kFitReasonCount> reason_counts{};
   std::string offering_label;
   PodRequest request;
   bool spill = false;
@@ -588,7 +587,7 @@ VerbResult ExtenderService::Filter(std::string body) {
   out.append(",\"Error\":\"\"}");
 
   if (ExtenderMetrics* m = impl_->options.metrics) {
-    for (int r = 0; r < kReasonCount; ++r) {
+    for (int r = 0; r < kFitReasonCount; ++r) {
       m->ObserveFilterVerdicts(offering_label, FitReasonLabel(static_cast<FitReason>(r)),
                                reason_counts[static_cast<size_t>(r)]);
     }

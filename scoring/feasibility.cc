@@ -216,25 +216,28 @@ Headroom QuotaHeadroom(const ClusterState& state, ProjectId project, const Offer
   return h;
 }
 
-// Checks that do not depend on holders: node known, offering there, usable, selected.
-// Sets *no_out when the offering passes them.
-FitReason StaticCheck(const Offering& offering, const NodeState* node,
-                      const NodeOffering** no_out) {
-  // A node deleted while units were still held is kept only to account for those holders.
-  if (node == nullptr || node->removed) return FitReason::kNodeUnknown;
-  // A node that advertises no units of the offering (any units left are held ones, draining)
-  // can take no new holder whatever is evicted: unresolvable, not a capacity shortage.
-  const NodeOffering* no = node->Find(offering.id);
-  // The summary's `open` is all of the checks below at once (the common case).
-  if (no != nullptr && no->summary.open) {
-    *no_out = no;
-    return FitReason::kFits;
+FitReason ReasonOf(Availability availability) {
+  switch (availability) {
+    case Availability::kOpen: return FitReason::kFits;
+    case Availability::kNodeUnknown: return FitReason::kNodeUnknown;
+    case Availability::kNotOnNode: return FitReason::kOfferingNotOnNode;
+    case Availability::kUnusable: return FitReason::kOfferingUnusable;
+    case Availability::kNotSelected: return FitReason::kNodeSelector;
   }
-  if (no == nullptr || no->advertised_units == 0) return FitReason::kOfferingNotOnNode;
-  if (!no->unusable_reason.empty()) return FitReason::kOfferingUnusable;
-  if (!OfferingSelectsNode(offering, *node)) return FitReason::kNodeSelector;
-  *no_out = no;
-  return FitReason::kFits;
+  return FitReason::kNodeUnknown;
+}
+
+// Checks that do not depend on holders: node known, offering there, usable, selected — as
+// the node's room row states them (ClusterState::AvailabilityOf is their one statement). A
+// node that advertises no units of the offering (any units left are held, draining) can take
+// no new holder whatever is evicted: unresolvable, not a capacity shortage. Sets *no_out when
+// the offering passes them.
+FitReason StaticCheck(const ClusterState& state, const Offering& offering,
+                      const NodeState* node, const NodeOffering** no_out) {
+  if (node == nullptr) return FitReason::kNodeUnknown;
+  const FitReason reason = ReasonOf(state.RoomRows(offering.id)[node->slot].availability);
+  if (reason == FitReason::kFits) *no_out = node->Find(offering.id);
+  return reason;
 }
 
 // What the placement rules need to know about one node offering for one project.
@@ -270,27 +273,16 @@ Room RoomFromSummary(const OfferingSummary& summary, const Offering& offering,
 // free shares only the summary keeps). Only valid without evictions.
 std::optional<Room> RoomFromRow(const RoomRow& row, const Offering& offering,
                                 ProjectId project) {
-  if (project >= 64 && row.high_owners) return std::nullopt;
+  if (!row.Tells(project)) return std::nullopt;
   if (offering.sharing == Sharing::kMps && offering.mps_single_project) return std::nullopt;
   Room room;
   room.empty_units = row.empty_units;
-  room.owned_with_ticket =
-      project >= 0 && project < 64 && ((row.low_with_room >> project) & 1) != 0;
+  room.owned_with_ticket = row.OwnsWithRoom(project);
   room.max_admissible_free =
       offering.sharing == Sharing::kMps ? row.max_free : row.max_free_empty;
   return room;
 }
 
-FitReason ReasonOf(Availability availability) {
-  switch (availability) {
-    case Availability::kOpen: return FitReason::kFits;
-    case Availability::kNodeUnknown: return FitReason::kNodeUnknown;
-    case Availability::kNotOnNode: return FitReason::kOfferingNotOnNode;
-    case Availability::kUnusable: return FitReason::kOfferingUnusable;
-    case Availability::kNotSelected: return FitReason::kNodeSelector;
-  }
-  return FitReason::kNodeUnknown;
-}
 
 // From the units with the evictions overlaid: the same facts, one scan.
 Room RoomFromUnits(const ClusterState& state, const NodeOffering& no, const Offering& offering,
@@ -377,7 +369,7 @@ Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId p
   const Offering& offering = state.catalog().Get(request.offering);
   const NodeOffering* no = nullptr;
   Verdict verdict;
-  verdict.reason = StaticCheck(offering, node, &no);
+  verdict.reason = StaticCheck(state, offering, node, &no);
   if (verdict.reason != FitReason::kFits) return verdict;
   // Without evictions the mirror's summary says it all; preemption overlays the victims.
   const Room room = evicted.empty() ? RoomFromSummary(no->summary, offering, project)

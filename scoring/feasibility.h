@@ -36,6 +36,9 @@ enum class FitReason {
   kAffinityElsewhere,    // "project's own unit has a free ticket on another node"
 };
 
+// The number of FitReason values (arrays indexed by reason).
+inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kAffinityElsewhere) + 1;
+
 struct NodeFit {
   FitReason reason = FitReason::kFits;
   bool fits() const { return reason == FitReason::kFits; }

@@ -198,14 +198,11 @@ class PolicyBase : public PlacementPolicy {
   std::optional<int64_t> ScoreFilteredRow(const ClusterState& state, const PodRequest& request,
                                           ProjectId project, const RoomRow& row) const override {
     const Sharing sharing = state.catalog().Get(request.offering).sharing;
-    if (sharing == Sharing::kMps || (project >= 64 && row.high_owners)) return std::nullopt;
-    const uint64_t bit =
-        project >= 0 && project < 64 ? uint64_t{1} << static_cast<uint32_t>(project) : 0;
+    if (sharing == Sharing::kMps || !row.Tells(project)) return std::nullopt;
     NodeGauge g;
     g.node_busy = row.node_busy;
     g.live_units = row.live_units;
-    CountRoom(sharing, request, row.empty_units, (row.low_owners & bit) != 0,
-              (row.low_with_room & bit) != 0, g);
+    CountRoom(sharing, request, row.empty_units, row.Owns(project), row.OwnsWithRoom(project), g);
     return Clamp(Grade(sharing, g));
   }
 

@@ -374,6 +374,14 @@ bool OfferingSummary::OwnsWithRoom(ProjectId project) const {
   return o != nullptr && o->with_room > 0;
 }
 
+bool RoomRow::Owns(ProjectId project) const {
+  return project >= 0 && project < 64 && LowBit(low_owners, project);
+}
+
+bool RoomRow::OwnsWithRoom(ProjectId project) const {
+  return project >= 0 && project < 64 && LowBit(low_with_room, project);
+}
+
 const OwnedUnits* OfferingSummary::Owned(ProjectId project) const {
   if (project < 0 || (project < 64 ? !LowBit(low_owners, project) : !high_owners)) {
     return nullptr;

@@ -138,6 +138,12 @@ struct RoomRow {
   int32_t live_units = 0;
   uint64_t low_owners = 0;
   uint64_t low_with_room = 0;
+  // Whether the bits answer Owns/OwnsWithRoom for `project` (not for an id of 64 or more on
+  // a node that has such owners: then ask the summary).
+  bool Tells(ProjectId project) const { return project < 64 || !high_owners; }
+  // As OfferingSummary's, valid where Tells(project).
+  bool Owns(ProjectId project) const;
+  bool OwnsWithRoom(ProjectId project) const;
   bool operator==(const RoomRow& o) const {
     return availability == o.availability && high_owners == o.high_owners &&
            node_busy == o.node_busy && empty_units == o.empty_units && max_free == o.max_free &&
