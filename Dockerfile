@@ -20,8 +20,11 @@ COPY CMakeLists.txt ./
 COPY cmake/ cmake/
 COPY scripts/ scripts/
 COPY state/ state/
+COPY kube/ kube/
 COPY scoring/ scoring/
 COPY extender/ extender/
+COPY tools/ tools/
+COPY testsupport/ testsupport/
 COPY perf/ perf/
 COPY tests/ tests/
 COPY examples/ examples/

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "extender/decision_log.h"
 #include "extender/metrics.h"
+#include "kube/binder.h"
 #include "scoring/policies.h"
 #include "state/mirror.h"
 
@@ -32,32 +33,6 @@ struct VerbResult {
   std::string body;
   // Outcome label for metrics: "ok", "error" (protocol Error), "bad_request".
   std::string outcome = "ok";
-};
-
-// The pod to bind and where, as kube-scheduler names it.
-struct BindTarget {
-  std::string pod_name;
-  std::string pod_namespace;
-  std::string pod_uid;
-  std::string node;
-};
-
-// Makes a reservation durable. Standalone: records only (the mirror is the store). Live
-// cluster: POSTs a v1.Binding carrying `annotations` to the API server. An error means the
-// pod is not bound; the service then releases the reservation.
-class Binder {
- public:
-  virtual ~Binder() = default;
-  virtual absl::Status Bind(const BindTarget& target,
-                            const std::map<std::string, std::string>& annotations) = 0;
-};
-
-// Binder for the embedded default and replays: nothing to call.
-class RecordOnlyBinder : public Binder {
- public:
-  absl::Status Bind(const BindTarget&, const std::map<std::string, std::string>&) override {
-    return absl::OkStatus();
-  }
 };
 
 struct ServiceOptions {

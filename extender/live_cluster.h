@@ -23,11 +23,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "extender/api_binder.h"
+#include "kube/api_binder.h"
 #include "extender/extender_service.h"
-#include "extender/leader_election.h"
-#include "state/kube_client.h"
-#include "state/kube_reflector.h"
+#include "kube/leader_election.h"
+#include "kube/kube_client.h"
+#include "kube/kube_reflector.h"
 #include "state/mirror.h"
 
 ABSL_DECLARE_FLAG(std::string, kubeconfig);

@@ -14,7 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "extender/api_binder.h"
+#include "kube/api_binder.h"
 #include "extender/decision_log.h"
 #include "extender/extender_service.h"
 #include "extender/http_server.h"
@@ -24,9 +24,9 @@
 #include "rapidjson/writer.h"
 #include "scoring/feasibility.h"
 #include "state/assignment.h"
-#include "state/kube_client.h"
-#include "state/kube_reflector.h"
-#include "tests/testing/fake_apiserver.h"
+#include "kube/kube_client.h"
+#include "kube/kube_reflector.h"
+#include "testsupport/fake_apiserver.h"
 
 namespace gse::replay {
 namespace {

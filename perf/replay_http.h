@@ -1,5 +1,5 @@
 // HttpPlacer: drives an extender over HTTP exactly as kube-scheduler does, with the cluster
-// living in a local Kubernetes API server (tests/testing/fake_apiserver.h, the live-cluster
+// living in a local Kubernetes API server (testsupport/fake_apiserver.h, the live-cluster
 // work's test server, speaking the wire format of kube-apiserver 1.26).
 //
 //  * Facts (namespaces, quotas, nodes, pod deletions, the node agent's twin placeholders) are

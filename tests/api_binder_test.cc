@@ -1,7 +1,7 @@
 // ApiBinder against the fake API server: the recorded v1.Binding wire format, one write that
 // sets spec.nodeName and the annotations, every refusal surfaced with the API's reason, retries
 // of ambiguous failures, and a bind that timed out but committed.
-#include "extender/api_binder.h"
+#include "kube/api_binder.h"
 
 #include <map>
 #include <memory>
@@ -12,8 +12,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/fake_apiserver.h"
-#include "tests/testing/paths.h"
+#include "testsupport/fake_apiserver.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

@@ -13,7 +13,7 @@
 #include "rapidjson/document.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
-#include "testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

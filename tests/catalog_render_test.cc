@@ -1,11 +1,11 @@
-// Tests of state/catalog_render.h: what the catalog renders (golden files for the built-in
+// Tests of tools/catalog_render.h: what the catalog renders (golden files for the built-in
 // catalog, YAML that reads back as written whatever the catalog's strings hold, DRA selectors)
 // and what `catalog check` reports (kube-scheduler's extender validation, drift between the
 // catalog and a scheduler configuration or the cluster's nodes), one line per problem.
 //
 // GSE_UPDATE_GOLDEN=1 rewrites tests/golden/*.yaml from the current renders (then review the
 // diff: a golden file is what platform teams apply).
-#include "state/catalog_render.h"
+#include "tools/catalog_render.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gse {

@@ -16,7 +16,7 @@
 #include "state/assignment.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
-#include "testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

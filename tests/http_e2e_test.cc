@@ -35,7 +35,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "tests/testing/http_fixture.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

@@ -30,7 +30,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "tests/testing/http_fixture.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

@@ -17,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/http_fixture.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

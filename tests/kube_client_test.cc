@@ -1,7 +1,7 @@
 // KubeClient against the fake API server (real wire format): configuration loading and its
 // errors, TLS verification and client certificates, paged lists, watch streams whatever the
 // chunking, v1.Status errors, token rotation, timeouts and the write rate limit.
-#include "state/kube_client.h"
+#include "kube/kube_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,8 +23,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/fake_apiserver.h"
-#include "tests/testing/paths.h"
+#include "testsupport/fake_apiserver.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

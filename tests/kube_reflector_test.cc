@@ -1,7 +1,7 @@
 // KubeReflector against the fake API server: the mirror is built from one complete list,
 // follows the watch, survives dropped and corrupt streams without loss, relists on 410 Gone
 // (as an HTTP answer and as an ERROR event), and a resync repairs and reports drift.
-#include "state/kube_reflector.h"
+#include "kube/kube_reflector.h"
 
 #include <algorithm>
 #include <memory>
@@ -15,9 +15,9 @@
 #include "gtest/gtest.h"
 #include "state/catalog.h"
 #include "state/mirror.h"
-#include "tests/testing/fake_apiserver.h"
+#include "testsupport/fake_apiserver.h"
 #include "tests/testing/eventually.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

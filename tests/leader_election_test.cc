@@ -1,7 +1,7 @@
 // Leader election on a coordination.k8s.io/v1 Lease served by the fake API server, with short
 // durations (lease 1s, renew deadline 0.6s, retry 0.2s): exactly one leader, take-over within a
 // lease duration, and a leader that loses the lease (or cannot renew) stops at once.
-#include "extender/leader_election.h"
+#include "kube/leader_election.h"
 
 #include <atomic>
 #include <memory>
@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "tests/testing/eventually.h"
-#include "tests/testing/fake_apiserver.h"
+#include "testsupport/fake_apiserver.h"
 
 namespace gse {
 namespace {

@@ -52,9 +52,9 @@
 #include "scoring/policies.h"
 #include "state/catalog.h"
 #include "state/mirror.h"
-#include "tests/testing/fake_apiserver.h"
+#include "testsupport/fake_apiserver.h"
 #include "tests/testing/eventually.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

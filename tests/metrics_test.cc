@@ -24,7 +24,7 @@
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse {
 namespace {

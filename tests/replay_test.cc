@@ -17,7 +17,7 @@
 #include "perf/replay_report.h"
 #include "perf/trace.h"
 #include "scoring/fragmentation_policy.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse::replay {
 namespace {

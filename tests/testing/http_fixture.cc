@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "scoring/policies.h"
 #include "state/k8s_objects.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 extern char** environ;
 

@@ -13,8 +13,8 @@
 //  * Stop() releases a held lease (holder cleared) so a follower takes over without waiting
 //    for expiry, then calls on_change(false).
 //  * Thread-safe; callbacks run on the elector's thread and must not block for long.
-#ifndef GSE_EXTENDER_LEADER_ELECTION_H_
-#define GSE_EXTENDER_LEADER_ELECTION_H_
+#ifndef GSE_KUBE_LEADER_ELECTION_H_
+#define GSE_KUBE_LEADER_ELECTION_H_
 
 #include <cstdint>
 #include <functional>
@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "state/kube_client.h"
+#include "kube/kube_client.h"
 
 namespace gse {
 
@@ -95,4 +95,4 @@ class LeaderElector {
 
 }  // namespace gse
 
-#endif  // GSE_EXTENDER_LEADER_ELECTION_H_
+#endif  // GSE_KUBE_LEADER_ELECTION_H_

@@ -6,7 +6,7 @@
 // and restarting each watch at its new list's resourceVersion loses nothing (the list holds
 // everything up to it, the watch everything after it) and never applies an older event on top
 // of a newer list.
-#include "state/kube_reflector.h"
+#include "kube/kube_reflector.h"
 
 #include <cstdio>
 #include <map>

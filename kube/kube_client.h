@@ -15,8 +15,8 @@
 //  * Thread-safe: any number of threads may call at once (unary calls use a small connection
 //    pool; each watch uses its own connection). A WatchStopper ends a running watch from
 //    another thread.
-#ifndef GSE_STATE_KUBE_CLIENT_H_
-#define GSE_STATE_KUBE_CLIENT_H_
+#ifndef GSE_KUBE_KUBE_CLIENT_H_
+#define GSE_KUBE_KUBE_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
@@ -185,4 +185,4 @@ class KubeClient {
 
 }  // namespace gse
 
-#endif  // GSE_STATE_KUBE_CLIENT_H_
+#endif  // GSE_KUBE_KUBE_CLIENT_H_

@@ -1,6 +1,6 @@
 // FakeApiServer: see fake_apiserver.h. Error bodies copy the recorded kube-apiserver 1.26
 // answers in shared/protocol/kube-api-1.26/ word for word, with names substituted.
-#include "tests/testing/fake_apiserver.h"
+#include "testsupport/fake_apiserver.h"
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>
@@ -27,7 +27,7 @@
 #include "absl/time/clock.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "tests/testing/paths.h"
+#include "testsupport/paths.h"
 
 namespace gse::testing {
 namespace {

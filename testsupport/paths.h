@@ -1,6 +1,7 @@
-// Where tests find the repository, ../shared (protocol captures, traces) and built binaries.
-#ifndef GSE_TESTS_TESTING_PATHS_H_
-#define GSE_TESTS_TESTING_PATHS_H_
+// Where tests and test tools find the repository, ../shared (protocol captures, traces) and
+// built binaries: paths compiled in by CMake (testsupport/CMakeLists.txt).
+#ifndef GSE_TESTSUPPORT_PATHS_H_
+#define GSE_TESTSUPPORT_PATHS_H_
 
 #include <fstream>
 #include <sstream>
@@ -23,4 +24,4 @@ inline std::string ReadFileOrDie(const std::string& path) {
 
 }  // namespace gse::testing
 
-#endif  // GSE_TESTS_TESTING_PATHS_H_
+#endif  // GSE_TESTSUPPORT_PATHS_H_

@@ -18,8 +18,8 @@
 //    UID) is older than our own bind (spec.nodeName never returns to empty) and is not
 //    applied: a holding is never dropped by a stale view of the pod.
 //  * Thread-safe; Start() spawns the threads, Stop() (or the destructor) joins them.
-#ifndef GSE_STATE_KUBE_REFLECTOR_H_
-#define GSE_STATE_KUBE_REFLECTOR_H_
+#ifndef GSE_KUBE_KUBE_REFLECTOR_H_
+#define GSE_KUBE_KUBE_REFLECTOR_H_
 
 #include <array>
 #include <cstdint>
@@ -33,7 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "state/kube_client.h"
+#include "kube/kube_client.h"
 #include "state/mirror.h"
 
 namespace gse {
@@ -134,4 +134,4 @@ class KubeReflector {
 
 }  // namespace gse
 
-#endif  // GSE_STATE_KUBE_REFLECTOR_H_
+#endif  // GSE_KUBE_KUBE_REFLECTOR_H_

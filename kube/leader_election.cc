@@ -1,5 +1,5 @@
 // LeaderElector: see leader_election.h. Wire format: shared/protocol/kube-api-1.26/lease-*.json.
-#include "extender/leader_election.h"
+#include "kube/leader_election.h"
 
 #include <unistd.h>
 

@@ -16,8 +16,8 @@
 // on warnings too.
 //
 // Everything here is pure (no I/O, no globals) and thread-compatible.
-#ifndef GSE_STATE_CATALOG_RENDER_H_
-#define GSE_STATE_CATALOG_RENDER_H_
+#ifndef GSE_TOOLS_CATALOG_RENDER_H_
+#define GSE_TOOLS_CATALOG_RENDER_H_
 
 #include <cstdint>
 #include <map>
@@ -128,4 +128,4 @@ void CheckNodes(const Catalog& catalog, const std::string& catalog_name,
 
 }  // namespace gse
 
-#endif  // GSE_STATE_CATALOG_RENDER_H_
+#endif  // GSE_TOOLS_CATALOG_RENDER_H_

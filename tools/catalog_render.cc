@@ -6,7 +6,7 @@
 // sequences at the parent's indent), and every scalar goes through YamlScalar, which keeps a
 // conservative set of plain strings plain and writes everything else as a JSON string (a
 // valid YAML double-quoted scalar).
-#include "state/catalog_render.h"
+#include "tools/catalog_render.h"
 
 #include <algorithm>
 #include <cstdio>

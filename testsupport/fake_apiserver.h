@@ -22,8 +22,8 @@
 // Audit: Pods() reads every pod's node and annotations straight from the store, independent
 // of any extender code.
 // Thread-safe: one absl::Mutex guards the store; tests call any method from any thread.
-#ifndef GSE_TESTS_TESTING_FAKE_APISERVER_H_
-#define GSE_TESTS_TESTING_FAKE_APISERVER_H_
+#ifndef GSE_TESTSUPPORT_FAKE_APISERVER_H_
+#define GSE_TESTSUPPORT_FAKE_APISERVER_H_
 
 #include <cstdint>
 #include <deque>
@@ -231,4 +231,4 @@ class FakeApiServer {
 
 }  // namespace gse::testing
 
-#endif  // GSE_TESTS_TESTING_FAKE_APISERVER_H_
+#endif  // GSE_TESTSUPPORT_FAKE_APISERVER_H_

@@ -15,8 +15,8 @@
 //    still lands after we gave up, the watch brings the bound pod and the mirror records it,
 //    since the API server is the truth.)
 //  * Thread-safe.
-#ifndef GSE_EXTENDER_API_BINDER_H_
-#define GSE_EXTENDER_API_BINDER_H_
+#ifndef GSE_KUBE_API_BINDER_H_
+#define GSE_KUBE_API_BINDER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -25,8 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "extender/extender_service.h"
-#include "state/kube_client.h"
+#include "kube/binder.h"
+#include "kube/kube_client.h"
 
 namespace gse {
 
@@ -72,4 +72,4 @@ class ApiBinder : public Binder {
 
 }  // namespace gse
 
-#endif  // GSE_EXTENDER_API_BINDER_H_
+#endif  // GSE_KUBE_API_BINDER_H_

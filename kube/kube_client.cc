@@ -4,7 +4,7 @@
 // explicit timeouts; one httplib client serialises its requests, so unary calls draw from a
 // small pool and each watch owns a connection; ClientImpl::stop() is the only way to abort a
 // blocked read from another thread.
-#include "state/kube_client.h"
+#include "kube/kube_client.h"
 
 #include <sys/stat.h>
 

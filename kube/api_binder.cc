@@ -1,5 +1,5 @@
 // ApiBinder: see api_binder.h. Wire format: shared/protocol/kube-api-1.26/binding-*.json.
-#include "extender/api_binder.h"
+#include "kube/api_binder.h"
 
 #include <algorithm>
 

@@ -1,2 +1,0 @@
-// Anchors gse_test_support when no other support source exists yet.
-#include "tests/testing/paths.h"
