@@ -3,16 +3,33 @@
 # the libraries (all Debian packages), the real tools the tests drive (Prometheus/promtool,
 # kubectl is expected on PATH for manifest tests), and the npm packages of the offline
 # validators. Idempotent: packages already present are not fetched again.
+#
+# Usage: scripts/setup.sh [--build-only] [--image]
+#   --build-only  only what building the binaries needs (the container image's build stage)
+#   --image       also the container tools scripts/image.sh uses (podman, buildah, runc,
+#                 fuse-overlayfs, debootstrap); not needed by the default test run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+build_only=0 image=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) build_only=1 ;;
+    --image) image=1 ;;
+    *) echo "setup: unknown argument $arg (want --build-only or --image)" >&2; exit 2 ;;
+  esac
+done
 
 BUILD_PACKAGES=(cmake g++ make pkg-config git ca-certificates openssl
   libcpp-httplib-dev rapidjson-dev libabsl-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev)
 TEST_PACKAGES=(prometheus curl nodejs npm)
+IMAGE_PACKAGES=(podman buildah runc fuse-overlayfs debootstrap containernetworking-plugins)
+((build_only)) && TEST_PACKAGES=()
+((image)) && TEST_PACKAGES+=("${IMAGE_PACKAGES[@]}")
 
 missing=()
-for p in "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"; do
+for p in "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]+"${TEST_PACKAGES[@]}"}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node.js may come from outside Debian (node and npm on PATH): then the Debian packages are not needed.
@@ -30,6 +47,7 @@ if ((${#missing[@]})); then
 fi
 
 # Offline validators for deploy/ (kubernetes-models) and the Grafana dashboard (@grafana/schema).
+((build_only)) && { echo "setup: ok (build only)" >&2; exit 0; }
 for dir in tests/deploy tests/grafana; do
   if [[ -f "$dir/package-lock.json" && ! -d "$dir/node_modules" ]]; then
     (cd "$dir" && npm ci --silent --no-audit --no-fund >/dev/null)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up and runs the whole test suite three times: a normal build (warnings are
 # errors), AddressSanitizer+UndefinedBehaviorSanitizer, and ThreadSanitizer, each in its own
-# build tree. Exits non-zero on the first failure. GSE_TEST_VARIANTS="normal" limits the run.
+# build tree. Exits non-zero on the first failure. GSE_TEST_VARIANTS="normal" limits the run;
+# the variant "image" (not in the default run) builds the container images and runs them as
+# the manifests do (tests/image_check.sh, see README "Container images").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,6 +11,11 @@ bash scripts/setup.sh
 variants="${GSE_TEST_VARIANTS:-normal asan tsan}"
 jobs="$(nproc)"
 for v in $variants; do
+  if [[ "$v" == image ]]; then
+    echo "=== image: build the container images and run them as deploy/ does" >&2
+    bash tests/image_check.sh
+    continue
+  fi
   # The normal tree is the Release build that scripts/run.sh serves from. Sanitizer trees are
   # built -O1 with line tables only: about half the compile time of -O2 -g on 2 cores, and
   # still fast and precise enough for the sanitizers' reports.
