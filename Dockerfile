@@ -11,9 +11,10 @@ WORKDIR /src
 # Packages first, from the one file that names them: source edits then reuse this layer.
 COPY scripts/setup.sh scripts/
 RUN bash scripts/setup.sh --build-only
-# Only what CMake reads (extender/CMakeLists.txt embeds examples/demo-cluster.json). Copying
-# the whole tree would carry developers' build trees, whose CMakeCache.txt points elsewhere and
-# breaks "cmake -B build"; .dockerignore keeps them out of the build context too.
+# Only what CMake reads without tests (extender/CMakeLists.txt embeds examples/
+# demo-cluster.json). Copying the whole tree would carry developers' build trees, whose
+# CMakeCache.txt points elsewhere and breaks "cmake -B build" (.dockerignore keeps them out of
+# the build context too), and would rebuild the image for every edit of a test.
 COPY CMakeLists.txt ./
 COPY cmake/ cmake/
 COPY scripts/ scripts/
@@ -22,11 +23,8 @@ COPY kube/ kube/
 COPY scoring/ scoring/
 COPY extender/ extender/
 COPY tools/ tools/
-COPY testsupport/ testsupport/
-COPY perf/ perf/
-COPY tests/ tests/
 COPY examples/ examples/
-RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)" --target gpu-slice-extender
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGSE_BUILD_TESTS=OFF && cmake --build build -j"$(nproc)" --target gpu-slice-extender
 # The runtime root: the binary, the shared libraries ldd resolves for it, the CA bundle, a
 # passwd entry for uid 65532, and /bin/sleep for the Deployment's preStop hook.
 RUN bash scripts/collect-runtime.sh /runtime/extender build/bin/gpu-slice-extender --extra /bin/sleep

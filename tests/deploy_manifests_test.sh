@@ -179,7 +179,7 @@ fi
 df=Dockerfile
 # The same install and build steps as the developers' (scripts/setup.sh; the Release build of
 # the binaries), so the image never drifts from what the tests built.
-configure='cmake -S . -B build -DCMAKE_BUILD_TYPE=Release'
+configure='cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGSE_BUILD_TESTS=OFF'
 build='cmake --build build -j"$(nproc)" --target gpu-slice-extender'
 if [[ ! -f "$df" ]]; then
   fail "Dockerfile exists" "missing"; finish
@@ -226,11 +226,13 @@ fi
 copied=$(grep -E '^COPY ' "$work/Dockerfile.joined" | grep -v -- '--from=' | awk '{for (i = 2; i < NF; i++) print $i}' | sed 's:/$::')
 missing_src=() missing_copy=()
 for s in $copied; do [[ -e "$s" ]] || missing_src+=("$s"); done
-# add_subdirectory()/include(cmake/...) of the top level, and every ${CMAKE_SOURCE_DIR}/<dir>
-# any CMake file reads (extender/ embeds examples/demo-cluster.json); ../shared is test data.
-needed=$( (sed -nE 's/^[[:space:]]*add_subdirectory\(([^ )]+).*/\1/p; s/^[[:space:]]*include\((cmake)\/.*/\1/p' CMakeLists.txt
-  cat CMakeLists.txt ./*/CMakeLists.txt cmake/*.cmake 2>/dev/null | grep -oE '\$\{CMAKE_SOURCE_DIR\}/[A-Za-z0-9_.-]+' |
-    sed 's:.*/::' | grep -vx '\.\.') | sort -u)
+# The top level's unconditional add_subdirectory()/include(cmake/...) (the indented ones sit in
+# if(GSE_BUILD_TESTS), which the image turns off), and every ${CMAKE_SOURCE_DIR}/<dir> the CMake
+# files of those directories read (extender/ embeds examples/demo-cluster.json).
+subdirs=$(sed -nE 's/^add_subdirectory\(([^ )]+).*/\1/p' CMakeLists.txt)
+needed=$( (echo "$subdirs"; sed -nE 's/^[[:space:]]*include\((cmake)\/.*/\1/p' CMakeLists.txt
+  for d in $subdirs; do cat "$d/CMakeLists.txt"; done | cat - CMakeLists.txt cmake/*.cmake 2>/dev/null |
+    grep -oE '\$\{CMAKE_SOURCE_DIR\}/[A-Za-z0-9_.-]+' | sed 's:.*/::' | grep -vx '\.\.') | sort -u)
 for n in $needed scripts CMakeLists.txt; do grep -qx "$n" <<<"$copied" || missing_copy+=("$n"); done
 if ((${#missing_src[@]} == 0 && ${#missing_copy[@]} == 0)); then
   pass "Dockerfile COPYs exist and cover what CMakeLists.txt reads ($(echo $needed))"

@@ -51,12 +51,13 @@ check_image() {
   # The manifest's image is the one built here: same name, tag = the project version, which
   # scripts/image.sh gives the build of this commit too.
   local image; image=$(field image)
-  if [[ "$image" == "$name:$version" ]] && podman image exists "localhost/$name:$version" &&
-     [[ "$(podman image inspect --format '{{.Id}}' "localhost/$name:$version")" == \
-        "$(podman image inspect --format '{{.Id}}' "localhost/$name:$commit_tag"* 2>/dev/null | head -1)" ]]; then
+  local built; built=$(awk -v n="localhost/$name:" 'index($1, n) == 1 {print $1}' "$work/image.out")
+  if [[ "$image" == "$name:$version" && "$built" == "localhost/$name:$commit_tag"* ]] &&
+     [[ "$(podman image inspect --format '{{.Id}}' "localhost/$name:$version" 2>/dev/null)" == \
+        "$(podman image inspect --format '{{.Id}}' "$built")" ]]; then
     pass "$name: the manifest's image $image is this commit's build"
   else
-    fail "$name: the manifest's image is this commit's build" "manifest says '$image', built localhost/$name:$version and :$commit_tag"
+    fail "$name: the manifest's image is this commit's build" "manifest says '$image'; built ${built:-nothing} (want :$commit_tag), tagged localhost/$name:$version"
   fi
 
   local port; port=$(node -e 'const s=JSON.parse(require("fs").readFileSync(process.argv[1]));const p=Object.values(s.ports)[0];console.log(p||"")' "$spec")
