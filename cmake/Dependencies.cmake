@@ -29,10 +29,12 @@ find_package(OpenSSL REQUIRED)
 
 # gse_sanitizer_support: every library of ours links it. In ThreadSanitizer builds it carries
 # the wrappers that make Debian's uninstrumented absl::Mutex/CondVar/Notification visible to
-# TSan (cmake/tsan_absl_sync.cc explains why); otherwise it is empty.
+# TSan (cmake/tsan_absl_sync.cc explains why) and the suppressions for uninstrumented Debian
+# libraries (cmake/tsan_suppressions.cc); otherwise it is empty.
 add_library(gse_sanitizer_support INTERFACE)
 if(GSE_SANITIZE STREQUAL "thread")
-  add_library(gse_tsan_absl STATIC ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc)
+  add_library(gse_tsan_absl STATIC ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc
+                            ${CMAKE_CURRENT_LIST_DIR}/tsan_suppressions.cc)
   set(GSE_TSAN_WRAPPED_SYMBOLS
     _ZN4absl7debian35Mutex4LockEv
     _ZN4absl7debian35Mutex6UnlockEv
