@@ -511,6 +511,10 @@ int Run(int argc, char** argv) {
       mirror_metrics.SetSynced(synced);
       mirror_metrics.SetLeader(leader);
     };
+    live_options->on_api_write = [&metrics](absl::string_view op, bool sent,
+                                            absl::Duration waited) {
+      metrics.ObserveApiWrite(op, sent, waited);
+    };
     absl::StatusOr<std::unique_ptr<LiveCluster>> connected =
         LiveCluster::Connect(*std::move(live_options), &mirror);
     if (!connected.ok()) Fail(kExitConfig, connected.status().message());
