@@ -18,7 +18,7 @@ ElasticThreadPool::ElasticThreadPool(ElasticThreadPoolOptions options)
 
 ElasticThreadPool::~ElasticThreadPool() { Shutdown(); }
 
-void ElasticThreadPool::StartWorkerLocked() {
+bool ElasticThreadPool::StartWorkerLocked() {
   const int64_t id = started_;
   try {
     workers_.emplace(id, std::thread([this, id] { Work(id); }));
@@ -26,10 +26,12 @@ void ElasticThreadPool::StartWorkerLocked() {
     // The process is out of threads (RLIMIT_NPROC, a pids cgroup): the task waits for a
     // worker that is running now, as it would at `max`.
     ++start_failures_;
-    return;
+    return false;
   }
   ++started_;
   ++alive_;
+  ++starting_;
+  return true;
 }
 
 void ElasticThreadPool::Enqueue(std::function<void()> task) {
@@ -38,8 +40,12 @@ void ElasticThreadPool::Enqueue(std::function<void()> task) {
     absl::MutexLock lock(&mu_);
     if (!shutdown_) {
       tasks_.push_back(std::move(task));
-      // Each idle worker takes one task; a task beyond them gets a new worker (below `max`).
-      if (tasks_.size() > idle_ && alive_ < options_.max) StartWorkerLocked();
+      if (tasks_.size() > idle_ + starting_ && alive_ >= options_.max) ++waited_at_max_;
+      // Each idle (or starting) worker takes one task; beyond them, and to keep `spare` idle
+      // ahead of demand, new workers start (below `max`).
+      while (tasks_.size() + options_.spare > idle_ + starting_ && alive_ < options_.max) {
+        if (!StartWorkerLocked()) break;
+      }
       work_.Signal();
       return;
     }
@@ -49,6 +55,7 @@ void ElasticThreadPool::Enqueue(std::function<void()> task) {
 
 void ElasticThreadPool::Work(int64_t id) {
   mu_.Lock();
+  --starting_;
   while (true) {
     bool timed_out = false;
     while (tasks_.empty() && !shutdown_) {
@@ -108,6 +115,7 @@ ElasticThreadPool::Stats ElasticThreadPool::stats() const {
   s.queued = tasks_.size();
   s.started = started_;
   s.start_failures = start_failures_;
+  s.waited_at_max = waited_at_max_;
   return s;
 }
 

@@ -7,7 +7,9 @@
 //
 //  * Enqueue() hands the task to an idle worker, or starts a new one while fewer than `max`
 //    exist; only at `max` (or when the system refuses a new thread) does a task wait for a
-//    worker to come free.
+//    worker to come free. It also keeps `spare` workers idle ahead of demand (below `max`), so
+//    that the next connection is handed to a running thread instead of waiting for one to
+//    start (a thread start costs a scheduling round, long on a busy machine).
 //  * `warm` workers are kept; extra ones end after `idle_timeout` without work.
 //  * Shutdown() runs what is queued, then joins every worker (as httplib::ThreadPool does).
 //    A task enqueued after Shutdown() runs on the caller's thread.
@@ -37,6 +39,7 @@ struct ElasticThreadPoolOptions {
   size_t warm = 8;   // started at once and kept
   size_t max = 64;   // never more threads than this (at least `warm`, at least 1)
   absl::Duration idle_timeout = absl::Seconds(60);  // extra workers end after this idle
+  size_t spare = 4;  // idle workers kept ready beyond the tasks waiting (below `max`)
 };
 
 class ElasticThreadPool {
@@ -53,14 +56,16 @@ class ElasticThreadPool {
   struct Stats {
     size_t threads = 0;  // workers alive
     size_t busy = 0;     // running a task
-    size_t queued = 0;   // tasks waiting for a worker (only at `max`)
+    size_t queued = 0;   // tasks waiting for a worker (momentarily, or at `max`)
     int64_t started = 0;  // workers ever started
+    int64_t waited_at_max = 0;  // tasks that found no idle worker with `max` running
     int64_t start_failures = 0;  // threads the system refused (the task waited instead)
   };
   Stats stats() const;
 
  private:
-  void StartWorkerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // False when the system refused the thread.
+  bool StartWorkerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Work(int64_t id);
   // Joins the workers that ended (idle timeout); called outside mu_.
   void JoinEnded();
@@ -72,10 +77,12 @@ class ElasticThreadPool {
   std::map<int64_t, std::thread> workers_ ABSL_GUARDED_BY(mu_);  // by id, alive or ended
   std::vector<int64_t> ended_ ABSL_GUARDED_BY(mu_);  // ids whose thread returned or is returning
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;  // workers waiting for a task
+  size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // started, not yet waiting or working
   size_t busy_ ABSL_GUARDED_BY(mu_) = 0;
   size_t alive_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t start_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t waited_at_max_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -792,6 +792,7 @@ HttpServer::WorkerStats HttpServer::Workers() const {
   out.busy = s.busy;
   out.queued = s.queued;
   out.started = s.started;
+  out.waited_at_max = s.waited_at_max;
   return out;
 }
 

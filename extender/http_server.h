@@ -148,8 +148,9 @@ class HttpServer {
   struct WorkerStats {
     size_t threads = 0;  // alive
     size_t busy = 0;     // serving a connection
-    size_t queued = 0;   // connections waiting for a worker (only at the maximum)
+    size_t queued = 0;   // connections waiting for a worker (momentarily, or at the maximum)
     int64_t started = 0;
+    int64_t waited_at_max = 0;  // connections that found every one of the most workers busy
   };
   WorkerStats Workers() const;
 

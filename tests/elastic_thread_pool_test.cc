@@ -43,6 +43,7 @@ TEST(ElasticThreadPoolTest, BlockedTasksDoNotHoldBackANewOneWhileThreadsMayBeSta
   ElasticThreadPool::Stats s = pool.stats();
   EXPECT_EQ(s.threads, 5u);
   EXPECT_EQ(s.started, 5);
+  EXPECT_EQ(s.waited_at_max, 0);
   gate.open.store(true);
   EXPECT_TRUE(Eventually([&] { return gate.finished.load() == 4; }));
 }
@@ -60,10 +61,25 @@ TEST(ElasticThreadPoolTest, AtTheMaximumTasksWaitForAWorker) {
   pool.Enqueue([&] { ran.store(true); });
   EXPECT_EQ(pool.stats().queued, 1u);
   EXPECT_EQ(pool.stats().threads, 2u);
+  EXPECT_GE(pool.stats().waited_at_max, 1);
   EXPECT_FALSE(ran.load());
   gate.open.store(true);
   EXPECT_TRUE(Eventually([&] { return ran.load(); }));
   EXPECT_EQ(pool.stats().started, 2);
+}
+
+TEST(ElasticThreadPoolTest, SpareWorkersAreStartedAheadOfDemand) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 16;
+  o.spare = 3;
+  ElasticThreadPool pool(o);
+  Gate gate;
+  pool.Enqueue(gate.Task());
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 1; }));
+  // One task busy: three more workers wait idle for the next ones, before they come.
+  EXPECT_TRUE(Eventually([&] { return pool.stats().threads == 4u && pool.stats().busy == 1u; }));
+  gate.open.store(true);
 }
 
 TEST(ElasticThreadPoolTest, ExtraWorkersEndWhenIdleAndTheWarmOnesStay) {
