@@ -46,6 +46,7 @@ if(GSE_SANITIZE STREQUAL "thread")
     _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE
     _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE
     _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE
+    _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE
     _ZN4absl7debian312Notification6NotifyEv
     _ZNK4absl7debian312Notification19WaitForNotificationEv)
   foreach(sym ${GSE_TSAN_WRAPPED_SYMBOLS})

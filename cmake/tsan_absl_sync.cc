@@ -10,6 +10,13 @@
 // the calls made from our code; Abseil-internal uses of its own primitives are not ours.
 #include <sanitizer/tsan_interface.h>
 
+#include <type_traits>
+
+#include "absl/time/time.h"
+
+static_assert(std::is_trivially_copyable<absl::Duration>::value,
+              "the CondVar::WaitWithTimeout wrapper passes absl::Duration in registers");
+
 extern "C" {
 
 // ---- absl::Mutex
@@ -83,6 +90,21 @@ void __wrap__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(void* cv, void* mu) {
   __real__ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(cv, mu);
   __tsan_mutex_pre_lock(mu, 0);
   __tsan_mutex_post_lock(mu, 0, 0);
+}
+
+// WaitWithTimeout / WaitWithDeadline: the same, returning whether the time ran out.
+// (absl::Duration is trivially copyable: passed by value exactly as the member function gets it.)
+bool __real__ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(void* cv, void* mu,
+                                                                               absl::Duration d);
+bool __wrap__ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(void* cv, void* mu,
+                                                                               absl::Duration d) {
+  __tsan_mutex_pre_unlock(mu, 0);
+  __tsan_mutex_post_unlock(mu, 0);
+  const bool timed_out =
+      __real__ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(cv, mu, d);
+  __tsan_mutex_pre_lock(mu, 0);
+  __tsan_mutex_post_lock(mu, 0, 0);
+  return timed_out;
 }
 
 // ---- absl::Notification: Notify happens-before a wait that returns.

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "extender/candidate_answers.h"
 #include "extender/pending_pods.h"
+#include "kube/kube_client.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -643,6 +644,22 @@ VerbResult ExtenderService::Prioritize(std::string body) {
 
 // ---------------------------------------------------------------- bind
 
+namespace {
+
+// burst (issue 14): a bind whose POST the API write limiter could not send before the bind's
+// deadline was never sent (kube_client.h IsNotSent): definitely not bound, not an API error,
+// and kube-scheduler's retry may well succeed. Every other Binder error is the API's answer.
+absl::string_view BindFailureOutcome(const absl::Status& s) {
+  return IsNotSent(s) ? "client_throttled" : "api_error";
+}
+std::string BindFailureMessage(const absl::Status& s) {
+  return IsNotSent(s) ? absl::StrCat("bind timed out before it could be sent (pod not bound; "
+                                     "retry): ", s.message())
+                      : absl::StrCat("binding rejected: ", s.message());
+}
+
+}  // namespace
+
 VerbResult ExtenderService::Bind(std::string body) {
   const auto started = std::chrono::steady_clock::now();
   ExtenderMetrics* metrics = impl_->options.metrics;
@@ -729,8 +746,7 @@ VerbResult ExtenderService::Bind(std::string body) {
     double seconds = 0;
     absl::Status s = call_binder({}, &seconds);
     if (!s.ok()) {
-      return answer(offering_label, "api_error", seconds,
-                    absl::StrCat("binding rejected: ", s.message()));
+      return answer(offering_label, BindFailureOutcome(s), seconds, BindFailureMessage(s));
     }
     impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
     return answer(offering_label, "bound", seconds, "");
@@ -800,8 +816,7 @@ VerbResult ExtenderService::Bind(std::string body) {
   if (!bound.ok()) {
     // I1 under API failure: the reservation is rolled back, nothing leaks.
     if (!held_before) impl_->mirror->Release(claim.key);
-    return answer(offering_label, "api_error", seconds,
-                  absl::StrCat("binding rejected: ", bound.message()));
+    return answer(offering_label, BindFailureOutcome(bound), seconds, BindFailureMessage(bound));
   }
   // Confirm can only fail if a watch event already replaced our reservation with the bound
   // pod's recorded assignment, which is the confirmed state anyway.
@@ -812,6 +827,31 @@ VerbResult ExtenderService::Bind(std::string body) {
   decision.amount_per_unit = reserved->amount_per_unit;
   decision.placement = placement;
   return answer(offering_label, "bound", seconds, "");
+}
+
+VerbResult ExtenderService::RefuseBind(std::string body, absl::string_view outcome,
+                                       absl::string_view message) {
+  ExtenderMetrics* metrics = impl_->options.metrics;
+  if (metrics != nullptr) metrics->ObserveBind(kNoOfferingLabel, outcome, -1);
+  const DecisionLog& log = impl_->options.decision_log != nullptr ? *impl_->options.decision_log
+                                                                   : DecisionLog::Default();
+  if (log.Wants(outcome)) {
+    BindDecision decision;
+    rapidjson::Document doc;
+    if (ParseBody(body, doc).ok()) {
+      if (absl::StatusOr<BindTarget> t = DecodeBindArgs(doc); t.ok()) {
+        decision.pod_namespace = t->pod_namespace;
+        decision.pod_name = t->pod_name;
+        decision.pod_uid = t->pod_uid;
+        decision.node = t->node;
+      }
+    }
+    decision.offering = std::string(kNoOfferingLabel);
+    decision.outcome = std::string(outcome);
+    decision.reason = std::string(message);
+    log.Log(decision);
+  }
+  return VerbResult{200, ErrorBody(message), "error"};
 }
 
 // ---------------------------------------------------------------- preempt

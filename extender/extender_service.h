@@ -56,6 +56,10 @@ class ExtenderService {
   VerbResult Filter(std::string body);
   VerbResult Prioritize(std::string body);
   VerbResult Bind(std::string body);
+  // A bind answered without being attempted (the HTTP server's --max-concurrent-binds was
+  // reached): nothing is reserved or sent; counted in gse_bind_total{offering="none"} with
+  // `outcome` and logged like any bind decision, naming the pod when the body says which.
+  VerbResult RefuseBind(std::string body, absl::string_view outcome, absl::string_view message);
   VerbResult Preempt(std::string body);
   // GET /debug/state: every unit and project, for operators and external audits.
   std::string DebugStateJson() const;

@@ -48,6 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "extender/elastic_thread_pool.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
@@ -61,6 +62,28 @@ struct HttpServer::Route {
   bool needs_client_cert = false;
   // GET routes: the whole answer. POST routes dispatch through verb_handlers_[label].
   std::function<void(const httplib::Request&, httplib::Response&)> get;
+};
+
+// cpp-httplib's task queue for the connections: an ElasticThreadPool, registered with the
+// server while the accept loop runs so that Workers() can read its counts.
+class HttpServer::WorkerQueue : public httplib::TaskQueue {
+ public:
+  WorkerQueue(HttpServer* server, ElasticThreadPoolOptions options)
+      : server_(server), pool_(options) {
+    absl::MutexLock lock(&server_->workers_mu_);
+    server_->workers_ = this;
+  }
+  ~WorkerQueue() override {
+    absl::MutexLock lock(&server_->workers_mu_);
+    if (server_->workers_ == this) server_->workers_ = nullptr;
+  }
+  void enqueue(std::function<void()> fn) override { pool_.Enqueue(std::move(fn)); }
+  void shutdown() override { pool_.Shutdown(); }
+  ElasticThreadPool::Stats stats() const { return pool_.stats(); }
+
+ private:
+  HttpServer* const server_;
+  ElasticThreadPool pool_;
 };
 
 namespace {
@@ -296,10 +319,11 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen) {
 }
 
 int DefaultThreadCount() {
-  // A worker serves one connection for its whole keep-alive life, and kube-scheduler opens a
-  // connection per concurrent call (filter, parallel prioritize, asynchronous binds). Too few
-  // workers leave requests queued behind idle connections for up to --keep-alive-timeout,
-  // which is kube-scheduler's whole 5 s httpTimeout; idle workers cost only their stacks.
+  // The workers kept ready, and the floor left for everything but binds. A worker serves one
+  // connection for its whole keep-alive life, and kube-scheduler opens a connection per
+  // concurrent call (filter, parallel prioritize, asynchronous binds) and keeps 2 idle (Go's
+  // DefaultMaxIdleConnsPerHost). More are started on demand; ready ones save the start-up of
+  // a thread on a new connection, and idle workers cost only their stacks.
   const unsigned hw = std::thread::hardware_concurrency();
   return std::max(64, 4 * static_cast<int>(hw));
 }
@@ -392,6 +416,13 @@ absl::Status HttpServer::Init() {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads=", options_.threads, ": want 1-4096 (0 = default)"));
   }
+  if (options_.max_concurrent_binds < 1 || options_.max_concurrent_binds > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-concurrent-binds=", options_.max_concurrent_binds, ": want 1-65536"));
+  }
+  if (options_.worker_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("worker idle timeout must be positive");
+  }
   if (options_.max_body_bytes == 0) {
     return absl::InvalidArgumentError("--max-body-bytes must be positive");
   }
@@ -457,8 +488,12 @@ absl::Status HttpServer::Init() {
   SetTimeout(options_.write_timeout, sec, usec);
   svr.set_write_timeout(sec, usec);
   svr.set_payload_max_length(options_.max_body_bytes);
-  const size_t threads = static_cast<size_t>(options_.threads);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  ElasticThreadPoolOptions pool;
+  pool.warm = static_cast<size_t>(options_.threads);
+  // Binds hold at most max_concurrent_binds workers (HandleVerb), so `threads` stay for the rest.
+  pool.max = pool.warm + static_cast<size_t>(options_.max_concurrent_binds);
+  pool.idle_timeout = options_.worker_idle_timeout;
+  svr.new_task_queue = [this, pool] { return new WorkerQueue(this, pool); };
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
@@ -708,11 +743,57 @@ void HttpServer::HandleVerb(const httplib::Request& req, httplib::Response& res,
     }
     return;
   }
+  // A bind takes one of max_concurrent_binds places, or is answered at once without one.
+  const bool bind = route->label == "bind";
+  if (bind && binds_in_flight_.fetch_add(1) >= options_.max_concurrent_binds) {
+    binds_in_flight_.fetch_sub(1);
+    VerbResult refused = OverloadedBind(std::move(body));
+    res.status = refused.status;
+    res.body = std::move(refused.body);
+    res.set_header("Content-Type", kJson);
+    t_request.outcome = std::move(refused.outcome);
+    return;
+  }
+  // Until the answer is ready; RAII so that a handler that throws is counted out too.
+  struct InFlight {
+    HttpServer* server;
+    const std::string& verb;
+    bool bind;
+    ~InFlight() {
+      if (bind) server->binds_in_flight_.fetch_sub(1);
+      if (server->metrics_ != nullptr) server->metrics_->AddRequestsInFlight(verb, -1);
+    }
+  } in_flight{this, route->label, bind};
+  if (metrics_ != nullptr) metrics_->AddRequestsInFlight(route->label, 1);
   VerbResult result = verb_handlers_.at(route->label)(std::move(body));
   res.status = result.status;
   res.body = std::move(result.body);
   res.set_header("Content-Type", kJson);
   t_request.outcome = std::move(result.outcome);
+}
+
+VerbResult HttpServer::OverloadedBind(std::string body) const {
+  // Not attempted: nothing was reserved or sent, so the pod is definitely not bound and
+  // kube-scheduler retries it. Beyond this many binds a worker would otherwise be held by a
+  // bind that the API server is not answering fast enough anyway.
+  return service_->RefuseBind(
+      std::move(body), "overloaded",
+      absl::StrCat("bind not attempted: ", options_.max_concurrent_binds,
+                   " binds are in flight, the most this extender serves at once "
+                   "(--max-concurrent-binds); the pod is not bound, retry"));
+}
+
+HttpServer::WorkerStats HttpServer::Workers() const {
+  absl::MutexLock lock(&workers_mu_);
+  WorkerStats out;
+  if (workers_ == nullptr) return out;
+  const ElasticThreadPool::Stats s = workers_->stats();
+  out.threads = s.threads;
+  out.busy = s.busy;
+  out.queued = s.queued;
+  out.started = s.started;
+  out.waited_at_max = s.waited_at_max;
+  return out;
 }
 
 void HttpServer::RecordRequest(const std::string& path, int status) {

@@ -21,10 +21,18 @@
 // latency from the end of the request headers to the answer being ready), before the answer
 // is sent: a client that has its answer finds it counted in /metrics.
 //
+// Execution (issue 14): a worker serves one connection for its keep-alive life (cpp-httplib),
+// and a bind holds its worker while it waits for the API write limiter or the API server.
+// So that filter, prioritize and preempt never wait behind binds, workers come from an
+// ElasticThreadPool (extender/elastic_thread_pool.h): `threads` are kept ready, and one more
+// is started for every connection that finds none idle, up to `threads +
+// max_concurrent_binds`. At most `max_concurrent_binds` binds run at once; a bind beyond that
+// is answered at once with the protocol Error "not attempted" (gse_bind_total
+// outcome="overloaded", not bound, kube-scheduler retries it) instead of holding a worker. So
+// binds never hold more than max_concurrent_binds workers, and at least `threads` remain for
+// everything else.
 // Thread-safety: Create() and SetVerbHandlerForTesting() before Start(); Stop(), InFlight(),
-// port() and the rest from any thread. Requests are served by a fixed pool of `threads`
-// workers; a worker serves one connection for its keep-alive life, so `threads` bounds the
-// number of connections served at once (more wait in the accept queue).
+// BindsInFlight(), Workers(), port() and the rest from any thread.
 #ifndef GSE_EXTENDER_HTTP_SERVER_H_
 #define GSE_EXTENDER_HTTP_SERVER_H_
 
@@ -67,7 +75,10 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";  // IPv4 or IPv6 literal (without brackets) or a host name
   int port = 8888;                 // 0: any free port, see HttpServer::port()
   std::string prefix;              // URL prefix of the verbs, normalised by Create()
-  int threads = 0;                 // 0: DefaultThreadCount()
+  int threads = 0;                 // workers kept ready; 0: DefaultThreadCount()
+  int max_concurrent_binds = 1024;  // binds served at once (1-65536); more answer "overloaded"
+  // Workers started beyond `threads` end after this long without a connection.
+  absl::Duration worker_idle_timeout = absl::Seconds(60);
   size_t max_body_bytes = size_t{64} << 20;
   absl::Duration read_timeout = absl::Seconds(10);
   absl::Duration write_timeout = absl::Seconds(10);
@@ -131,11 +142,23 @@ class HttpServer {
   bool Wait(absl::Duration timeout = absl::InfiniteDuration());
   // Requests whose headers have been read and whose answer is not written yet.
   int64_t InFlight() const { return in_flight_.load(); }
+  // Bind requests admitted and not answered yet (at most max_concurrent_binds).
+  int64_t BindsInFlight() const { return binds_in_flight_.load(); }
+  // The connection workers while serving (zeros before Start() and after the server ended).
+  struct WorkerStats {
+    size_t threads = 0;  // alive
+    size_t busy = 0;     // serving a connection
+    size_t queued = 0;   // connections waiting for a worker (momentarily, or at the maximum)
+    int64_t started = 0;
+    int64_t waited_at_max = 0;  // connections that found every one of the most workers busy
+  };
+  WorkerStats Workers() const;
 
   int port() const { return port_; }
   bool tls() const { return tls_; }
   const std::string& prefix() const { return options_.prefix; }
   int threads() const { return options_.threads; }
+  int max_concurrent_binds() const { return options_.max_concurrent_binds; }
   // "http://127.0.0.1:8888/prefix" (IPv6 hosts in brackets).
   std::string BaseUrl() const;
 
@@ -146,6 +169,7 @@ class HttpServer {
 
  private:
   struct Route;
+  class WorkerQueue;
   HttpServer(ExtenderService* service, ExtenderMetrics* metrics, HttpServerOptions options);
   absl::Status Init();
   void InstallRoutes();
@@ -156,6 +180,8 @@ class HttpServer {
                   const httplib::ContentReader& reader);
   // ObserveRequest once per request, as soon as its answer is ready.
   void RecordRequest(const std::string& path, int status);
+  // The answer to a bind beyond max_concurrent_binds (counted and logged by the service).
+  VerbResult OverloadedBind(std::string body) const;
 
   ExtenderService* const service_;
   ExtenderMetrics* const metrics_;
@@ -167,6 +193,10 @@ class HttpServer {
   std::map<std::string, VerbHandler> verb_handlers_;      // by verb
 
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> binds_in_flight_{0};
+  // The pool of the running accept loop (created and destroyed by cpp-httplib's listen).
+  mutable absl::Mutex workers_mu_;
+  WorkerQueue* workers_ ABSL_GUARDED_BY(workers_mu_) = nullptr;
   std::atomic<bool> stop_requested_{false};
   absl::Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);  // started under mu_ before any Wait()

@@ -20,8 +20,22 @@ ABSL_FLAG(std::string, kube_context, "",
 ABSL_FLAG(std::string, in_cluster, "auto",
           "use the pod's service account (KUBERNETES_SERVICE_HOST/PORT, token, CA): true, "
           "false, or auto = when KUBERNETES_SERVICE_HOST is set and --kubeconfig is not");
-ABSL_FLAG(double, api_qps, 50, "API server writes (binds, lease updates) per second, sustained");
-ABSL_FLAG(int32_t, api_burst, 100, "API server writes allowed in a burst above --api-qps");
+// The defaults hold the pace at which kube-scheduler hands out binds, not its own client's
+// clientConnection qps/burst (50/100 in 1.26): kube-scheduler's binding goroutines wait for
+// that limiter without a deadline, while a bind here must be answered within kube-scheduler's
+// 5 s extender httpTimeout. kube-scheduler's one-pod-at-a-time scheduling cycle hands out at
+// most a few hundred binds per second (~250/s measured at 500 nodes, issue 14), so binds get
+// a turn at once; a bind whose turn would come after --bind-timeout is answered "not sent"
+// at once (docs/metrics.md, deploy/README.md). The API server's own flow control (429 with
+// Retry-After, honoured) protects it beyond that.
+ABSL_FLAG(double, api_qps, 500,
+          "API server writes (binds; lease updates have their own limiter) per second, "
+          "sustained; kube-scheduler's own default is clientConnection.qps=50, which paces its "
+          "binds by waiting without a deadline, while a bind here must be answered within "
+          "kube-scheduler's 5s httpTimeout (see deploy/README.md)");
+ABSL_FLAG(int32_t, api_burst, 1000,
+          "API server writes allowed in a burst above --api-qps (kube-scheduler: "
+          "clientConnection.burst=100)");
 ABSL_FLAG(absl::Duration, api_timeout, absl::Seconds(10),
           "timeout of each API server call (connect, read, write)");
 ABSL_FLAG(absl::Duration, bind_timeout, absl::Seconds(4),
@@ -137,8 +151,12 @@ absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
 }
 
 LiveCluster::LiveCluster(LiveClusterOptions options, Mirror* mirror,
-                         std::unique_ptr<KubeClient> client)
-    : options_(std::move(options)), mirror_(mirror), client_(std::move(client)) {
+                         std::unique_ptr<KubeClient> client,
+                         std::unique_ptr<KubeClient> election_client)
+    : options_(std::move(options)),
+      mirror_(mirror),
+      client_(std::move(client)),
+      election_client_(std::move(election_client)) {
   binder_ = std::make_unique<ApiBinder>(client_.get(), options_.binder);
 }
 
@@ -148,9 +166,26 @@ absl::StatusOr<std::unique_ptr<LiveCluster>> LiveCluster::Connect(LiveClusterOpt
       options.kubeconfig.empty() ? LoadInClusterConfig(options.in_cluster_paths)
                                  : LoadKubeconfig(options.kubeconfig, options.context);
   if (!config.ok()) return config.status();
+  // Each client paces its own writes; the metrics hear which one waited.
+  auto paced = [&options](const char* op) {
+    KubeClientOptions o = options.client;
+    if (options.on_api_write) {
+      auto report = options.on_api_write;
+      o.on_write_paced = [report, op](bool sent, absl::Duration waited) {
+        report(op, sent, waited);
+      };
+    }
+    return o;
+  };
   absl::StatusOr<std::unique_ptr<KubeClient>> client =
-      KubeClient::Create(*std::move(config), options.client);
+      KubeClient::Create(*config, paced("bind"));
   if (!client.ok()) return client.status();
+  std::unique_ptr<KubeClient> election_client;
+  if (options.leader_elect) {
+    absl::StatusOr<std::unique_ptr<KubeClient>> c = KubeClient::Create(*config, paced("lease"));
+    if (!c.ok()) return c.status();
+    election_client = *std::move(c);
+  }
   if (absl::Status s = (*client)->CheckReachable(options.connect_attempts, options.connect_backoff);
       !s.ok()) {
     return s;
@@ -158,8 +193,8 @@ absl::StatusOr<std::unique_ptr<LiveCluster>> LiveCluster::Connect(LiveClusterOpt
   if (options.leader_elect) {
     if (absl::Status s = ValidateLeaderElectionOptions(options.election); !s.ok()) return s;
   }
-  return std::unique_ptr<LiveCluster>(
-      new LiveCluster(std::move(options), mirror, *std::move(client)));
+  return std::unique_ptr<LiveCluster>(new LiveCluster(
+      std::move(options), mirror, *std::move(client), std::move(election_client)));
 }
 
 LiveCluster::~LiveCluster() { Stop(); }
@@ -190,7 +225,7 @@ void LiveCluster::Start(ExtenderService* service) {
       }
       Update();
     };
-    elector_ = std::make_unique<LeaderElector>(client_.get(), std::move(eo));
+    elector_ = std::make_unique<LeaderElector>(election_client_.get(), std::move(eo));
   }
   Update();
   reflector_->Start();

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kube/api_binder.h"
@@ -66,6 +67,9 @@ struct LiveClusterOptions {
   absl::Duration connect_backoff = absl::Seconds(1);
   // Called on every change of (synced, leader), e.g. for MirrorMetrics::SetSynced/SetLeader.
   std::function<void(bool synced, bool leader)> on_state;
+  // Called for every write after the write limiter decided (op "bind" or "lease"), e.g. for
+  // ExtenderMetrics::ObserveApiWrite. May be empty.
+  std::function<void(absl::string_view op, bool sent, absl::Duration waited)> on_api_write;
 };
 
 // True when the flags (or the environment) ask for a live cluster: --kubeconfig is set, or
@@ -103,12 +107,17 @@ class LiveCluster {
   const KubeReflector* reflector() const { return reflector_.get(); }
 
  private:
-  LiveCluster(LiveClusterOptions options, Mirror* mirror, std::unique_ptr<KubeClient> client);
+  LiveCluster(LiveClusterOptions options, Mirror* mirror, std::unique_ptr<KubeClient> client,
+              std::unique_ptr<KubeClient> election_client);
   void Update();
 
   LiveClusterOptions options_;
   Mirror* const mirror_;
   std::unique_ptr<KubeClient> client_;
+  // Lease calls have a client (and so a write limiter) of their own, as kube-scheduler's
+  // leader election has: a renewal never waits behind a burst of binds. Null without
+  // --leader-elect.
+  std::unique_ptr<KubeClient> election_client_;
   std::unique_ptr<ApiBinder> binder_;
   std::unique_ptr<KubeReflector> reflector_;
   std::unique_ptr<LeaderElector> elector_;

@@ -78,9 +78,15 @@ ABSL_FLAG(std::string, snapshot, "",
           "-A -o json`; empty = the embedded demo cluster (examples/demo-cluster.json)");
 ABSL_FLAG(std::string, policy, "affinity-pack", "placement policy (see the error for the list)");
 ABSL_FLAG(int32_t, threads, 0,
-          "HTTP worker threads; each serves one connection for its whole keep-alive life, so "
-          "keep it above the number of connections kube-scheduler holds open; "
-          "0 = max(64, 4 x CPUs)");
+          "HTTP worker threads kept ready; each serves one connection for its whole keep-alive "
+          "life, and one more is started for a connection that finds none idle, up to "
+          "--threads + --max-concurrent-binds (extra ones end after 60s idle). Binds never hold "
+          "more than --max-concurrent-binds of them, so at least --threads serve filter, "
+          "prioritize, preempt and probes; 0 = max(64, 4 x CPUs)");
+ABSL_FLAG(int32_t, max_concurrent_binds, 1024,
+          "binds served at once (each holds a worker while it waits for the API server); a "
+          "bind beyond this is answered at once as not attempted (not bound; kube-scheduler "
+          "retries it); 1-65536");
 ABSL_FLAG(int64_t, max_body_bytes, int64_t{64} << 20,
           "largest request body accepted (decoded); larger ones get 413");
 ABSL_FLAG(absl::Duration, read_timeout, absl::Seconds(10),
@@ -116,9 +122,9 @@ constexpr int kExitRuntime = 1;
 // Flags in the order --help lists them.
 const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
-    "threads",        "max_body_bytes", "read_timeout", "write_timeout", "keep_alive_timeout",
-    "audit_interval", "tls_cert",       "tls_key",      "client_ca",     "project_label",
-    "quota_file",     "default_quota"};
+    "threads",        "max_concurrent_binds", "max_body_bytes", "read_timeout", "write_timeout",
+    "keep_alive_timeout", "audit_interval", "tls_cert",  "tls_key",      "client_ca",
+    "project_label",  "quota_file",     "default_quota"};
 
 std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
 
@@ -298,6 +304,12 @@ absl::StatusOr<Config> LoadConfig() {
         absl::StrCat("--threads=", threads, ": want 1-4096, or 0 for the default"));
   }
   c.http.threads = threads;
+  const int32_t max_binds = absl::GetFlag(FLAGS_max_concurrent_binds);
+  if (max_binds < 1 || max_binds > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-concurrent-binds=", max_binds, ": want 1-65536"));
+  }
+  c.http.max_concurrent_binds = max_binds;
   const int64_t max_body = absl::GetFlag(FLAGS_max_body_bytes);
   if (max_body <= 0 || static_cast<uint64_t>(max_body) > kMaxJsonBytes) {
     return absl::InvalidArgumentError(absl::StrCat("--max-body-bytes=", max_body, ": want 1-",
@@ -449,7 +461,9 @@ std::string Banner(const Config& config, const HttpServer& server, const Mirror&
       absl::StrCat("gpu-slice-extender ", Version(), "\n  loaded ", config.catalog_source, " (",
                    config.catalog->size(), " offerings) and ", config.snapshot_source, "\n");
   absl::StrAppend(&out, mirror.Read([](const ClusterState& s) { return Inventory(s); }));
-  absl::StrAppend(&out, "  policy: ", policy.name(), ", ", server.threads(), " HTTP threads\n");
+  absl::StrAppend(&out, "  policy: ", policy.name(), ", ", server.threads(),
+                  " HTTP threads ready (up to ", server.threads() + server.max_concurrent_binds(),
+                  "; at most ", server.max_concurrent_binds(), " binds at once)\n");
   // Where a client on this machine reaches the server.
   std::string base = server.BaseUrl();
   for (const char* any : {"//0.0.0.0:", "//[::]:"}) {
@@ -510,6 +524,10 @@ int Run(int argc, char** argv) {
     live_options->on_state = [&mirror_metrics](bool synced, bool leader) {
       mirror_metrics.SetSynced(synced);
       mirror_metrics.SetLeader(leader);
+    };
+    live_options->on_api_write = [&metrics](absl::string_view op, bool sent,
+                                            absl::Duration waited) {
+      metrics.ObserveApiWrite(op, sent, waited);
     };
     absl::StatusOr<std::unique_ptr<LiveCluster>> connected =
         LiveCluster::Connect(*std::move(live_options), &mirror);

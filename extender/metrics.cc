@@ -4,6 +4,7 @@
 // Family::Add builds a std::map of labels and takes a std::mutex, too slow per filter call).
 #include "extender/metrics.h"
 
+#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <sstream>
@@ -51,10 +52,12 @@ const prometheus::Histogram::BucketBoundaries& NodeCountBuckets() {
 // The outcome vocabularies of gse_bind_total (extender_service.cc's Bind), created at 0 by
 // InitSeries: requests for an offering end in one of the first list; "none" (the request names
 // no offering, or the pod or body is unknown) in one of the second.
-constexpr const char* kOfferingBindOutcomes[] = {"bound", "unit_taken", "quota", "no_fit",
-                                                 "api_error"};
-constexpr const char* kNoOfferingBindOutcomes[] = {"bound",      "no_fit",      "api_error",
-                                                   "not_synced", "unknown_pod", "bad_request"};
+constexpr const char* kOfferingBindOutcomes[] = {"bound",    "unit_taken", "quota",
+                                                 "no_fit",   "api_error",  "client_throttled"};
+constexpr const char* kNoOfferingBindOutcomes[] = {
+    "bound",      "no_fit",      "api_error",   "client_throttled",
+    "overloaded", "not_synced",  "unknown_pod", "bad_request"};
+constexpr const char* kVerbs[] = {"filter", "prioritize", "bind", "preempt"};
 constexpr const char* kAffinityPlacements[] = {"own_unit", "new_unit"};
 constexpr const char* kSpillCauses[] = {"no_candidate_with_own_unit"};
 constexpr absl::string_view kOther = "other";
@@ -74,6 +77,14 @@ const prometheus::Histogram::BucketBoundaries& ApiBuckets() {
   static const auto* b = new prometheus::Histogram::BucketBoundaries{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
       0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+  return *b;
+}
+
+// A write's wait for the client's limiter: 0 while the burst lasts, up to the bind's deadline
+// (--bind-timeout, 4 s by default) when it paces.
+const prometheus::Histogram::BucketBoundaries& WriteWaitBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.0001, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8};
   return *b;
 }
 
@@ -186,6 +197,24 @@ struct ExtenderMetrics::Impl {
           .Help("Failed calls to the Kubernetes API server, by operation "
                 "(list|watch|get|bind|lease|other).")
           .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& write_wait_family =
+      prometheus::BuildHistogram()
+          .Name("gse_api_write_wait_seconds")
+          .Help("Time a write to the API server waited for the client's write limiter before it "
+                "was sent, by operation (bind|lease).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& writes_not_sent_family =
+      prometheus::BuildCounter()
+          .Name("gse_api_writes_not_sent_total")
+          .Help("Writes to the API server not sent because the client's write limiter had no "
+                "turn for them before their deadline, by operation (bind|lease).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& in_flight_family =
+      prometheus::BuildGauge()
+          .Name("gse_http_requests_in_flight")
+          .Help("Requests of a verb whose handler is running (for bind: waiting for the API "
+                "write limiter or the API server included).")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& drift_family =
       prometheus::BuildCounter()
           .Name("gse_mirror_drift_repairs_total")
@@ -224,16 +253,26 @@ struct ExtenderMetrics::Impl {
   SeriesCache<prometheus::Counter> watch_restarts{watch_restarts_family, {"resource"}};
   SeriesCache<prometheus::Counter> api_errors{api_errors_family, {"op"}};
   SeriesCache<prometheus::Counter> drift_repairs{drift_family, {"kind"}};
+  SeriesCache<prometheus::Histogram> write_waits{write_wait_family, {"op"}, WriteWaitBuckets()};
+  SeriesCache<prometheus::Counter> writes_not_sent{writes_not_sent_family, {"op"}};
+  SeriesCache<prometheus::Gauge> in_flight{in_flight_family, {"verb"}};
 
   Impl() {
     build_family.Add({{"version", GSE_VERSION}, {"revision", GSE_GIT_REVISION}}).Set(1);
     // The decision verbs' latency and success series exist from the start: a series born with
     // its first burst of requests already counted loses that burst in rate() (no earlier
     // sample), which leaves latency panels and the slow-verb alert at NaN for that verb.
-    for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
+    for (const char* verb : kVerbs) {
       durations.Get({verb});
       requests.Get({verb, "200", "ok"});
+      in_flight.Get({verb});
     }
+    for (const char* op : kApiWriteOps) {
+      write_waits.Get({op});
+      writes_not_sent.Get({op});
+    }
+    write_waits.Get({kOther});
+    writes_not_sent.Get({kOther});
     for (const char* r : kWatchResources) watch_restarts.Get({r});
     watch_restarts.Get({kOther});
     for (const char* op : kApiOps) api_errors.Get({op});
@@ -261,6 +300,10 @@ void ExtenderMetrics::ObserveRequest(absl::string_view verb, int code, absl::str
   const std::string code_text = absl::StrCat(code);
   impl_->requests.Get({verb, code_text, outcome}).Increment();
   impl_->durations.Get({verb}).Observe(seconds < 0 ? 0 : seconds);
+}
+
+void ExtenderMetrics::AddRequestsInFlight(absl::string_view verb, int delta) {
+  impl_->in_flight.Get({Bounded(kVerbs, verb)}).Increment(static_cast<double>(delta));
 }
 
 void ExtenderMetrics::ObserveFilterVerdict(absl::string_view offering, absl::string_view reason) {
@@ -305,6 +348,15 @@ void ExtenderMetrics::ObserveWatchRestart(absl::string_view resource, int64_t n)
 void ExtenderMetrics::ObserveApiError(absl::string_view op, int64_t n) {
   if (n <= 0) return;
   impl_->api_errors.Get({Bounded(kApiOps, op)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveApiWrite(absl::string_view op, bool sent, absl::Duration waited) {
+  const absl::string_view label = Bounded(kApiWriteOps, op);
+  if (!sent) {
+    impl_->writes_not_sent.Get({label}).Increment();
+    return;
+  }
+  impl_->write_waits.Get({label}).Observe(std::max(0.0, absl::ToDoubleSeconds(waited)));
 }
 
 void ExtenderMetrics::ObserveDriftRepair(absl::string_view kind, int64_t n) {

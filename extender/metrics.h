@@ -34,6 +34,8 @@ class ExtenderMetrics {
                                                     "resourcequotas"};
   static constexpr const char* kApiOps[] = {"list", "watch", "get", "bind", "lease"};
   static constexpr const char* kDriftKinds[] = {"pod", "node", "project_quota"};
+  // Writes paced by the client's write limiter (kube/write_limiter.h).
+  static constexpr const char* kApiWriteOps[] = {"bind", "lease"};
 
   // Creates at 0 the per-offering series that dashboards and alerts query: gse_bind_total for
   // every offering and bind outcome (and "none" for requests that name no offering), and for
@@ -45,13 +47,17 @@ class ExtenderMetrics {
   // code is the HTTP status (200, 400, 404, 405, 413, 500); outcome ok|error|bad_request.
   void ObserveRequest(absl::string_view verb, int code, absl::string_view outcome,
                       double seconds);
+  // Requests of a verb (filter|prioritize|bind|preempt) whose handler runs: +1 when it starts,
+  // -1 when its answer is ready.
+  void AddRequestsInFlight(absl::string_view verb, int delta);
   // One node's filter verdict: reason is FitReasonLabel ("fits", "quota_exhausted", ...).
   void ObserveFilterVerdict(absl::string_view offering, absl::string_view reason);
   // The same for `count` nodes at once: filter aggregates its verdicts per reason, so a
   // 5,000-node call costs one increment per distinct reason, not one per node.
   void ObserveFilterVerdicts(absl::string_view offering, absl::string_view reason, int64_t count);
   void ObserveFilterNodes(int passed, int failed);
-  // Bind outcome: bound|unit_taken|quota|api_error|not_synced|unknown_pod|bad_request|...
+  // Bind outcome: bound|unit_taken|quota|api_error|client_throttled|overloaded|not_synced|
+  // unknown_pod|bad_request|...
   // api_seconds is the Binder call's duration; negative when the Binder was not called.
   void ObserveBind(absl::string_view offering, absl::string_view outcome, double api_seconds);
   // Time-sliced placements: "own_unit" or "new_unit"; spills by cause.
@@ -63,6 +69,9 @@ class ExtenderMetrics {
   // kDriftKinds (a relist found the mirror different from the API server and repaired it).
   void ObserveWatchRestart(absl::string_view resource, int64_t n = 1);
   void ObserveApiError(absl::string_view op, int64_t n = 1);
+  // One write after the client's write limiter decided (op: kApiWriteOps): sent after
+  // `waited`, or not sent because its turn came after its deadline.
+  void ObserveApiWrite(absl::string_view op, bool sent, absl::Duration waited);
   void ObserveDriftRepair(absl::string_view kind, int64_t n = 1);
   // When the last full list from the API server was applied to the mirror (0 until then, and
   // always 0 standalone, where the snapshot loaded at start-up is the whole truth).

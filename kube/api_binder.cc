@@ -117,16 +117,28 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
   const std::string path = BindingPath(target);
   const std::string body = BindingBody(target, annotations);
   const absl::Time deadline = absl::Now() + options_.deadline;
+  // The write limiter may hold a POST only while it can still be answered in time.
+  const WriteDeadline within{deadline - std::min(options_.send_margin, options_.deadline / 4),
+                             deadline};
   bool ambiguous = false;  // an attempt may have committed without us hearing the answer
   absl::Status last = absl::DeadlineExceededError("no attempt made");
   int attempt = 0;
   while (true) {
     absl::Duration remaining = deadline - absl::Now();
     if (remaining <= absl::Milliseconds(10)) break;
+    absl::StatusOr<std::string> r = client_->PostWithin(
+        path, body, std::min(options_.attempt_timeout, remaining), within);
+    if (IsNotSent(r.status())) {
+      // burst (issue 14): the write limiter had no turn for this POST before the bind's
+      // deadline, so this attempt sent nothing. With no earlier attempt the pod is definitely
+      // not bound (no POST was sent): answered at once, kube-scheduler retries the pod. Not an
+      // API error. (For the tri-state Binder result this is "not bound".)
+      not_sent_.fetch_add(1);
+      if (attempt == 0) return r.status();
+      break;  // earlier attempts decide below: ambiguous ones are read back, others failed
+    }
     ++attempt;
     attempts_.fetch_add(1);
-    absl::StatusOr<std::string> r =
-        client_->PostWithTimeout(path, body, std::min(options_.attempt_timeout, remaining));
     if (r.ok()) return absl::OkStatus();
     bind_errors_.fetch_add(1);
     last = r.status();
@@ -142,9 +154,17 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
       }
     }
     if (Definitive(e.http_code)) return last;
-    // Transport errors, 5xx and 429: the request may or may not have been applied.
+    // Transport errors, 5xx and 429: the request may or may not have been applied (429: not).
     ambiguous = ambiguous || e.http_code == 0 || e.http_code >= 500;
-    absl::Duration pause = std::min(options_.retry_backoff * attempt, deadline - absl::Now());
+    absl::Duration pause = options_.retry_backoff * attempt;
+    if (e.retry_after > pause) {
+      // The server's Retry-After (429 from kube-apiserver's flow control): wait as asked, or,
+      // when the wait would end after the last moment a POST may go out, end the bind now so
+      // that kube-scheduler retries it sooner.
+      if (absl::Now() + e.retry_after > within.send_by) break;
+      pause = e.retry_after;
+    }
+    pause = std::min(pause, deadline - absl::Now());
     if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
   }
   if (ambiguous && BoundAsRequested(target, annotations, absl::Milliseconds(500))) {

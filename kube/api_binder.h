@@ -9,7 +9,13 @@
 //    pod is not bound by this call as far as we could find out; the service then releases
 //    the reservation.
 //  * Within `deadline` (below kube-scheduler's 5 s extender timeout), transport errors, 5xx
-//    and 429 are retried. Because a lost answer may hide a committed bind, a retry that meets
+//    and 429 are retried (after the answer's Retry-After when it asks for longer than our
+//    backoff).
+//  * Each POST passes the client's write limiter (kube/write_limiter.h), which may hold it
+//    until `deadline - min(send_margin, deadline / 4)` (the time a POST needs to be answered;
+//    a POST is not sent later than that, nor a retry). A bind whose first
+//    POST gets no turn by then sends nothing and returns IsNotSent() (kube_client.h) at once:
+//    the pod is definitely not bound, kube-scheduler retries it; no API error is counted. Because a lost answer may hide a committed bind, a retry that meets
 //    409 "already assigned", or a deadline after an ambiguous failure, reads the pod back: if
 //    it is bound to this node with exactly our annotations, the bind succeeded. (If a commit
 //    still lands after we gave up, the watch brings the bound pod and the mirror records it,
@@ -34,6 +40,9 @@ struct ApiBinderOptions {
   absl::Duration deadline = absl::Seconds(4);         // whole Bind, retries included
   absl::Duration attempt_timeout = absl::Seconds(2);  // one POST
   absl::Duration retry_backoff = absl::Milliseconds(100);
+  // The last part of `deadline` that a POST needs to be sent and answered (at most a quarter
+  // of `deadline`): no POST goes out later, however long the write limiter held it.
+  absl::Duration send_margin = absl::Milliseconds(500);
 };
 
 class ApiBinder : public Binder {
@@ -48,11 +57,15 @@ class ApiBinder : public Binder {
                                  const std::map<std::string, std::string>& annotations);
 
   // Counters (metrics, tests).
+  // Binding POSTs sent.
   int64_t attempts() const { return attempts_.load(); }
+  // POSTs the write limiter had no turn for before their bind's deadline (not sent).
+  int64_t not_sent() const { return not_sent_.load(); }
   // Binds that answered ambiguously but were found committed by reading the pod back.
   int64_t confirmed_by_read() const { return confirmed_by_read_.load(); }
   // Failed calls (each attempt: error answers and transport failures), for
-  // gse_api_errors_total: binding POSTs, and GETs of the pod to see whether a bind committed.
+  // gse_api_errors_total: binding POSTs that were sent and failed (a POST the limiter never
+  // sent is not one), and GETs of the pod to see whether a bind committed.
   int64_t bind_errors() const { return bind_errors_.load(); }
   int64_t get_errors() const { return get_errors_.load(); }
 
@@ -65,6 +78,7 @@ class ApiBinder : public Binder {
   KubeClient* const client_;
   const ApiBinderOptions options_;
   std::atomic<int64_t> attempts_{0};
+  std::atomic<int64_t> not_sent_{0};
   std::atomic<int64_t> confirmed_by_read_{0};
   std::atomic<int64_t> bind_errors_{0};
   std::atomic<int64_t> get_errors_{0};

@@ -41,6 +41,9 @@ namespace gse {
 namespace {
 
 constexpr absl::string_view kErrorPayloadUrl = "type.googleapis.com/gse.KubeError";
+constexpr absl::string_view kRetryAfterPayloadUrl = "type.googleapis.com/gse.RetryAfter";
+// KubeError reason of a write the limiter could not send in time (IsNotSent).
+constexpr absl::string_view kNotSentReason = "NotSent";
 constexpr size_t kMaxBodyBytes = 256u << 20;    // a list page or a single object
 constexpr size_t kMaxWatchLineBytes = 64u << 20;  // one watch event
 constexpr size_t kMaxErrorBodyBytes = 64u << 10;
@@ -222,7 +225,16 @@ KubeError KubeErrorOf(const absl::Status& status) {
     e.reason = parts[1];
     e.message = parts[2];
   }
+  if (auto retry = status.GetPayload(kRetryAfterPayloadUrl)) {
+    int64_t ms = 0;
+    if (absl::SimpleAtoi(std::string(*retry), &ms) && ms > 0) e.retry_after = absl::Milliseconds(ms);
+  }
   return e;
+}
+
+bool IsNotSent(const absl::Status& status) {
+  KubeError e = KubeErrorOf(status);
+  return e.http_code == 0 && e.reason == kNotSentReason;
 }
 
 bool IsExpired(const absl::Status& status) {
@@ -560,46 +572,11 @@ class KubeClient::Pool {
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
-class KubeClient::RateLimiter {
- public:
-  RateLimiter(double qps, int burst)
-      : qps_(qps), burst_(std::max(1, burst)), tokens_(std::max(1, burst)), last_(absl::Now()) {}
-
-  // Waits for a token; false when that would take longer than `max_wait`.
-  bool Acquire(absl::Duration max_wait) {
-    if (qps_ <= 0) return true;
-    absl::Time give_up = absl::Now() + max_wait;
-    while (true) {
-      absl::Duration wait;
-      {
-        absl::MutexLock lock(&mu_);
-        absl::Time now = absl::Now();
-        tokens_ = std::min<double>(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
-        last_ = now;
-        if (tokens_ >= 1) {
-          tokens_ -= 1;
-          return true;
-        }
-        wait = absl::Seconds((1 - tokens_) / qps_);
-        if (now + wait > give_up) return false;
-      }
-      absl::SleepFor(wait);
-    }
-  }
-
- private:
-  const double qps_;
-  const int burst_;
-  absl::Mutex mu_;
-  double tokens_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_ ABSL_GUARDED_BY(mu_);
-};
-
 KubeClient::KubeClient(KubeConfig config, KubeClientOptions options)
     : config_(std::move(config)),
       options_(std::move(options)),
       pool_(std::make_unique<Pool>()),
-      limiter_(std::make_unique<RateLimiter>(options_.write_qps, options_.write_burst)) {}
+      limiter_(std::make_unique<WriteLimiter>(options_.write_qps, options_.write_burst)) {}
 
 KubeClient::~KubeClient() = default;
 
@@ -736,13 +713,27 @@ absl::Status TransportError(absl::string_view what, httplib::Error error, absl::
 }  // namespace
 
 absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const std::string& path,
-                                              const std::string* body, absl::Duration read_timeout) {
+                                              const std::string* body, absl::Duration read_timeout,
+                                              WriteDeadline deadline) {
   std::string what = absl::StrCat(method, " ", path);
-  if (body != nullptr && !limiter_->Acquire(read_timeout)) {
-    return WithKubeError(absl::ResourceExhaustedError(absl::StrCat(
-                             what, ": client-side write rate limit (", options_.write_qps,
-                             " qps) would delay the call beyond its timeout")),
-                         0, "RateLimited", "client-side write rate limit");
+  if (body != nullptr) {
+    // Throttled before the timeout starts (client-go does the same): a paced write is not a
+    // slow one. Without a send_by of its own a write waits at most its timeout.
+    const absl::Time send_by = deadline.send_by == absl::InfiniteFuture()
+                                   ? absl::Now() + read_timeout
+                                   : deadline.send_by;
+    const WriteLimiter::Grant grant = limiter_->Acquire(send_by);
+    if (options_.on_write_paced) options_.on_write_paced(grant.sent, grant.waited);
+    if (!grant.sent) {
+      return WithKubeError(
+          absl::DeadlineExceededError(absl::StrCat(
+              what, ": not sent: the client's write limit (", options_.write_qps, " qps, burst ",
+              options_.write_burst, ") had no turn for it before its deadline")),
+          0, kNotSentReason, "the write limiter had no turn before the deadline");
+    }
+    if (deadline.answer_by != absl::InfiniteFuture()) {
+      read_timeout = std::min(read_timeout, deadline.answer_by - absl::Now());
+    }
   }
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<httplib::ClientImpl> c = pool_->Take();
@@ -772,7 +763,14 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
       if (Token(/*force=*/true) != before) continue;
     }
     if (status >= 200 && status < 300) return response;
-    return StatusFromKubeStatus(what, status, response);
+    absl::Status error = StatusFromKubeStatus(what, status, response);
+    // kube-apiserver answers 429 (and some 5xx) with Retry-After in whole seconds.
+    int64_t retry_seconds = 0;
+    if (absl::SimpleAtoi(r->get_header_value("Retry-After"), &retry_seconds) && retry_seconds > 0) {
+      error.SetPayload(kRetryAfterPayloadUrl,
+                       absl::Cord(absl::StrCat(std::min<int64_t>(retry_seconds, 3600) * 1000)));
+    }
+    return error;
   }
 }
 
@@ -793,6 +791,13 @@ absl::StatusOr<std::string> KubeClient::PostWithTimeout(const std::string& path,
                                                         const std::string& body,
                                                         absl::Duration timeout) {
   return Unary("POST", path, &body, timeout);
+}
+
+absl::StatusOr<std::string> KubeClient::PostWithin(const std::string& path,
+                                                    const std::string& body,
+                                                    absl::Duration timeout,
+                                                    const WriteDeadline& deadline) {
+  return Unary("POST", path, &body, timeout, deadline);
 }
 
 absl::StatusOr<std::string> KubeClient::PutWithTimeout(const std::string& path,

@@ -6,8 +6,12 @@
 //  * Configuration comes from the pod's service account (in-cluster) or a kubeconfig file.
 //    Loading validates everything it can before any connection (files exist, PEM parses,
 //    current context exists) and names the file and field that is wrong.
-//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT) pass a
-//    token-bucket limiter (qps, burst) first.
+//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT) pass the
+//    client's WriteLimiter (kube/write_limiter.h: qps, burst, first come first served) before
+//    they are sent, and the timeout starts when the write is sent (as client-go throttles
+//    before it applies its timeout). A write waits for the limiter until its `send_by` (by
+//    default: its timeout from the call); one that cannot be sent by then is not sent and
+//    answers IsNotSent() at once: definitely not applied, and no API error.
 //  * An API error body (v1.Status) becomes an absl::Status whose message carries the HTTP code,
 //    `reason` and `message`; KubeErrorOf() gives them back as values (e.g. 410 Expired).
 //  * A bearer token read from a file is re-read when the file changes (service account tokens
@@ -30,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kube/write_limiter.h"
 #include "rapidjson/document.h"
 
 namespace httplib {
@@ -74,12 +79,27 @@ absl::StatusOr<KubeConfig> ParseKubeconfig(absl::string_view yaml, const std::st
                                            const std::string& context = "");
 
 struct KubeClientOptions {
-  double write_qps = 50;  // token-bucket refill per second for POST/PUT; <= 0: unlimited
-  int write_burst = 100;
+  // Token-bucket refill per second for POST/PUT (<= 0: unlimited) and its depth. The defaults
+  // are the extender's --api-qps/--api-burst defaults; see extender/live_cluster.cc for why
+  // they are above kube-scheduler's own clientConnection defaults (50/100).
+  double write_qps = 500;
+  int write_burst = 1000;
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration request_timeout = absl::Seconds(10);  // read and write timeout of unary calls
   int64_t list_page_size = 500;                        // `limit` of list pages
   std::string user_agent = "gpu-slice-extender";
+  // Called once per write after the limiter decided (sent or not, and how long it waited),
+  // on the writing thread; e.g. for the gse_api_write_wait_seconds histogram. May be empty.
+  std::function<void(bool sent, absl::Duration waited)> on_write_paced;
+};
+
+// When a write must go out and be answered: a bind must be answered within kube-scheduler's
+// extender timeout, so neither its wait for the limiter nor its exchange may run past that.
+struct WriteDeadline {
+  // The limiter may hold the write until then; if its turn comes later it is not sent.
+  absl::Time send_by = absl::InfiniteFuture();
+  // The exchange's read timeout is cut so that it ends by then.
+  absl::Time answer_by = absl::InfiniteFuture();
 };
 
 // An API failure as the server described it. http_code 0 = transport failure (no response).
@@ -87,11 +107,17 @@ struct KubeError {
   int http_code = 0;
   std::string reason;  // v1.Status reason ("Conflict", "Expired", ...), or the transport error
   std::string message;
+  // The answer's Retry-After (429 from kube-apiserver's max-in-flight or priority-and-fairness
+  // filter, some 5xx); zero when absent.
+  absl::Duration retry_after = absl::ZeroDuration();
 };
 // Reads back what KubeClient attached to a non-OK status (http_code 0 when none).
 KubeError KubeErrorOf(const absl::Status& status);
 // True for 410 Gone / reason Expired: the resourceVersion is compacted, relist.
 bool IsExpired(const absl::Status& status);
+// True when a write was never sent: the write limiter could not send it by its send_by. Such
+// a call is definitely not applied and is not an API error (KubeError reason "NotSent").
+bool IsNotSent(const absl::Status& status);
 // Builds the status for a decoded v1.Status body (exposed for the watch ERROR event).
 absl::Status StatusFromKubeStatus(absl::string_view what, int http_code, absl::string_view body);
 
@@ -133,6 +159,10 @@ class KubeClient {
                                               absl::Duration timeout);
   absl::StatusOr<std::string> PutWithTimeout(const std::string& path, const std::string& body,
                                              absl::Duration timeout);
+  // A POST whose wait for the limiter and whose exchange are bounded by `deadline` (and the
+  // exchange by `timeout` from when it is sent). IsNotSent() when it could not be sent in time.
+  absl::StatusOr<std::string> PostWithin(const std::string& path, const std::string& body,
+                                         absl::Duration timeout, const WriteDeadline& deadline);
 
   // Lists `path` (e.g. "/api/v1/pods") page by page (limit + continue). `on_page` gets each
   // parsed page (a *List object with `items`); an error from it ends the list. The list's
@@ -158,14 +188,15 @@ class KubeClient {
  private:
   struct Tls;
   class Pool;
-  class RateLimiter;
   KubeClient(KubeConfig config, KubeClientOptions options);
 
   absl::Status Init();
   // Builds an httplib client for this server; `read_timeout` for its reads.
   std::unique_ptr<httplib::ClientImpl> NewConnection(absl::Duration read_timeout) const;
+  // `deadline` matters for writes only (reads are not paced).
   absl::StatusOr<std::string> Unary(const std::string& method, const std::string& path,
-                                    const std::string* body, absl::Duration read_timeout);
+                                    const std::string* body, absl::Duration read_timeout,
+                                    WriteDeadline deadline = {});
   // The current bearer token (re-reads token_file when it changed). `force` re-reads always.
   std::string Token(bool force);
 
@@ -175,7 +206,7 @@ class KubeClient {
   int port_ = 0;
   std::unique_ptr<Tls> tls_;
   std::unique_ptr<Pool> pool_;
-  std::unique_ptr<RateLimiter> limiter_;
+  std::unique_ptr<WriteLimiter> limiter_;
 
   mutable absl::Mutex token_mu_;
   std::string token_ ABSL_GUARDED_BY(token_mu_);

@@ -8,7 +8,6 @@
 // handler parses the same body with RapidJSON in place and answers a body of the same size
 // as the extender's answer. The extender's own cost is the ratio above it.
 #include <malloc.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include "extender/extender_service.h"
 #include "extender/http_server.h"
 #include "httplib.h"
+#include "perf/bench_stats.h"
 #include "perf/synthetic_cluster.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
@@ -62,24 +62,6 @@ double RssMiB() {
   long pages_total = 0, pages_resident = 0;
   statm >> pages_total >> pages_resident;
   return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
-}
-
-struct Percentiles {
-  double min_us = 0, p50_us = 0, p99_us = 0, mean_us = 0;
-};
-
-Percentiles Summarise(std::vector<double> us) {
-  Percentiles p;
-  if (us.empty()) return p;
-  std::sort(us.begin(), us.end());
-  auto at = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))]; };
-  p.min_us = us.front();
-  p.p50_us = at(0.50);
-  p.p99_us = at(0.99);
-  double sum = 0;
-  for (double v : us) sum += v;
-  p.mean_us = sum / static_cast<double>(us.size());
-  return p;
 }
 
 std::unique_ptr<httplib::Client> NewClient(int port) {
@@ -380,12 +362,9 @@ int Main() {
   // costs per call, steady even when other processes share the cores.
   // The floor's work is timed the same way, on answers of the verb's size.
   auto thread_us = [](const auto& call) {
-    timespec t0{}, t1{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    const double t0 = ThreadCpuMicros();
     call();
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    return static_cast<double>(t1.tv_sec - t0.tv_sec) * 1e6 +
-           static_cast<double>(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    return ThreadCpuMicros() - t0;
   };
   for (const char* verb : {"filter", "prioritize"}) {
     std::vector<double> us, floor_us;

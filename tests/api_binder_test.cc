@@ -55,6 +55,26 @@ class ApiBinderTest : public ::testing::Test {
 
   BindTarget Nb1(const std::string& uid = kNb1Uid) { return BindTarget{"nb-1", "team-a", uid, "mig-a"}; }
 
+  // A client whose writes are paced at `qps` with a burst of 1.
+  std::unique_ptr<KubeClient> PacedClient(double qps) {
+    KubeConfig config;
+    config.server = fake_.url();
+    config.token = "test-token";
+    KubeClientOptions options;
+    options.write_qps = qps;
+    options.write_burst = 1;
+    return std::move(*KubeClient::Create(config, options));
+  }
+
+  // A pending pod of team-a named `name`; returns its UID.
+  std::string PendingPod(const std::string& name) {
+    testing::PodSpec spec;
+    spec.name = name;
+    spec.uid = absl::StrCat("uid-", name);
+    EXPECT_TRUE(fake_.Apply("pods", testing::PodJson(spec)).ok());
+    return spec.uid;
+  }
+
   FakeApiServer fake_;
   std::unique_ptr<KubeClient> client_;
 };
@@ -142,6 +162,77 @@ TEST_F(ApiBinderTest, PersistentServerErrorFailsWithinTheDeadlineWithTheReason) 
   EXPECT_GE(binder.attempts(), 2);
   EXPECT_EQ(binder.bind_errors(), binder.attempts());
   EXPECT_EQ(Pod("team-a/nb-1").node, "");
+}
+
+// issue 14: a bind waits for the client's write limiter within its own deadline, and one
+// whose turn would come too late sends nothing, says so, and is no API error.
+TEST_F(ApiBinderTest, BindWaitsForTheWriteLimiterWithinItsDeadline) {
+  auto paced = PacedClient(/*qps=*/4);  // a turn every 250 ms after the first
+  ApiBinderOptions o;
+  o.deadline = absl::Seconds(4);
+  ApiBinder binder(paced.get(), o);
+  const std::string uid = PendingPod("paced-0");
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
+  absl::Status second = binder.Bind(BindTarget{"paced-0", "team-a", uid, "mig-a"}, kAnnotations);
+  EXPECT_TRUE(second.ok()) << second;
+  EXPECT_EQ(Pod("team-a/paced-0").node, "mig-a");
+  EXPECT_EQ(binder.attempts(), 2);
+  EXPECT_EQ(binder.not_sent(), 0);
+  EXPECT_EQ(binder.bind_errors(), 0);
+}
+
+TEST_F(ApiBinderTest, BindWithoutATurnBeforeItsDeadlineSendsNothing) {
+  auto paced = PacedClient(/*qps=*/0.05);  // the next turn is 20 s away
+  ApiBinderOptions o;
+  o.deadline = absl::Seconds(2);
+  ApiBinder binder(paced.get(), o);
+  const std::string uid = PendingPod("paced-1");
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
+  const absl::Time start = absl::Now();
+  absl::Status s = binder.Bind(BindTarget{"paced-1", "team-a", uid, "mig-a"}, kAnnotations);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(IsNotSent(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not sent"));
+  // Answered at once rather than at the deadline (generous bound for sanitizer builds).
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  // One POST went out (the first bind); the second was never sent and is no API error.
+  EXPECT_EQ(fake_.RequestCount("POST", "/binding"), 1);
+  EXPECT_EQ(binder.attempts(), 1);
+  EXPECT_EQ(binder.not_sent(), 1);
+  EXPECT_EQ(binder.bind_errors(), 0);
+  EXPECT_EQ(Pod("team-a/paced-1").node, "");
+}
+
+TEST_F(ApiBinderTest, TooManyRequestsIsRetriedAfterTheServersRetryAfter) {
+  // The API server takes one write per 2 s (its flow control answers 429, Retry-After: 1).
+  FakeApiServer limited([] {
+    FakeApiServer::Options o;
+    o.write_qps = 0.5;
+    o.write_burst = 1;
+    return o;
+  }());
+  ASSERT_TRUE(limited.Start().ok());
+  ASSERT_TRUE(limited.LoadRecordedCluster().ok());
+  KubeConfig config;
+  config.server = limited.url();
+  config.token = "test-token";
+  auto client = std::move(*KubeClient::Create(config));
+  testing::PodSpec spec;
+  spec.name = "limited-0";
+  spec.uid = "uid-limited-0";
+  ASSERT_TRUE(limited.Apply("pods", testing::PodJson(spec)).ok());
+  ApiBinderOptions o;
+  o.deadline = absl::Seconds(4);
+  o.retry_backoff = absl::Milliseconds(20);
+  ApiBinder binder(client.get(), o);
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
+  absl::Status s = binder.Bind(BindTarget{"limited-0", "team-a", "uid-limited-0", "mig-a"}, kAnnotations);
+  EXPECT_TRUE(s.ok()) << s;
+  // 20 ms backoffs would have spent ~50 attempts on 429s; Retry-After keeps it to a few.
+  EXPECT_GE(limited.throttled(), 1);
+  EXPECT_LE(limited.throttled(), 3);
+  EXPECT_EQ(binder.bind_errors(), limited.throttled());  // each 429 was a failed POST
+  EXPECT_EQ(binder.not_sent(), 0);
 }
 
 TEST_F(ApiBinderTest, AnswerLostAfterCommitIsRecognisedAsBound) {

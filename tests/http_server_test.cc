@@ -29,6 +29,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/http_fixture.h"
 #include "testsupport/paths.h"
 
@@ -623,6 +624,89 @@ TEST(HttpServerEndpointTest, KeepAliveConnectionAnswersQuickly) {
   EXPECT_LT(ms[ms.size() / 2], 25.0) << "median round trip in ms";
 }
 
+// ----------------------------------------------------------------------- binds and the rest
+
+// issue 14: binds that hold every bind place (waiting on the API server, here a handler that
+// blocks until released) never delay filter, prioritize or preempt, which kube-scheduler
+// sends on new connections while its pooled ones are busy with binds; a bind beyond the
+// places is answered at once. Asserted on order of events, with generous timeouts.
+TEST(HttpServerExecutionTest, BindsHoldingEveryPlaceDoNotDelayTheSynchronousVerbs) {
+  std::atomic<int> entered{0};
+  std::atomic<bool> release{false};
+  HttpFixtureOptions options;
+  options.snapshot_json = ClusterWithCapturedNodes();
+  options.http.prefix = kPrefix;
+  options.http.threads = 2;  // fewer ready workers than binds: the pool must grow
+  options.http.max_concurrent_binds = 4;
+  options.verb_overrides["bind"] = [&](std::string) {
+    ++entered;
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return VerbResult{200, R"({"Error":""})", "ok"};
+  };
+  auto f = StartOrDie(std::move(options));
+  struct Release {
+    std::atomic<bool>* flag;
+    ~Release() { flag->store(true); }
+  } release_at_exit{&release};
+
+  const std::string bind = Captured("bind-request.json");
+  std::atomic<int> binds_answered{0};
+  std::vector<std::thread> binders;
+  for (int i = 0; i < 4; ++i) {
+    binders.emplace_back([&] {
+      auto client = f->NewClient();  // each of kube-scheduler's binding goroutines
+      httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/bind"), bind);
+      EXPECT_TRUE(r && r->status == 200);
+      ++binds_answered;
+    });
+  }
+  ASSERT_TRUE(::gse::testing::Eventually(
+      [&] { return entered.load() == 4 && f->server().BindsInFlight() == 4; }, absl::Seconds(30)));
+  EXPECT_THAT(f->metrics().Serialize(), HasSubstr("gse_http_requests_in_flight{verb=\"bind\"} 4"));
+
+  // Every bind place is held: filter, prioritize and preempt, each on a new connection, are
+  // answered while the binds still wait.
+  const std::string filter = Captured("filter-request-nodecache-true.json");
+  const std::string prioritize = Captured("prioritize-request-nodecache-true.json");
+  const std::string preempt = Captured("preempt-request-nodecache-true.json");
+  for (int round = 0; round < 3; ++round) {
+    auto client = f->NewClient();
+    httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/filter"), filter);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(CheckFilterAnswer(filter, r->body), std::set<std::string>{"gpu-node-a"});
+    r = PostJson(*client, absl::StrCat(kPrefix, "/prioritize"), prioritize);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_TRUE(Parse(r->body).IsArray());
+    r = PostJson(*client, absl::StrCat(kPrefix, "/preempt"), preempt);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr("NodeNameToMetaVictims"));
+    EXPECT_EQ(binds_answered.load(), 0) << "the verbs were answered only after a bind";
+  }
+  // A fifth bind finds no place: answered at once, not attempted, the handler never entered.
+  {
+    auto client = f->NewClient();
+    httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/bind"), bind);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr("bind not attempted"));
+    EXPECT_THAT(r->body, HasSubstr("--max-concurrent-binds"));
+    EXPECT_EQ(entered.load(), 4);
+    EXPECT_EQ(binds_answered.load(), 0);
+  }
+  EXPECT_THAT(f->metrics().Serialize(),
+              HasSubstr("gse_bind_total{offering=\"none\",outcome=\"overloaded\"} 1"));
+  const HttpServer::WorkerStats workers = f->server().Workers();
+  EXPECT_GT(workers.threads, 4u) << "4 binds and the verbs' connection on 2 ready workers";
+  EXPECT_EQ(workers.waited_at_max, 0);
+
+  release.store(true);
+  for (std::thread& t : binders) t.join();
+  EXPECT_EQ(binds_answered.load(), 4);
+  EXPECT_EQ(f->server().BindsInFlight(), 0);
+}
+
 // ----------------------------------------------------------------------- options, lifecycle
 
 TEST(HttpServerOptionsTest, NormalizePrefix) {
@@ -675,6 +759,8 @@ TEST(HttpServerOptionsTest, CreateRejectsBadOptionsNamingTheFlag) {
   auto f = CapturedCluster();
   const std::pair<std::function<void(HttpServerOptions&)>, const char*> cases[] = {
       {[](HttpServerOptions& o) { o.threads = -1; }, "--threads"},
+      {[](HttpServerOptions& o) { o.max_concurrent_binds = 0; }, "--max-concurrent-binds"},
+      {[](HttpServerOptions& o) { o.max_concurrent_binds = 70000; }, "--max-concurrent-binds"},
       {[](HttpServerOptions& o) { o.port = 70000; }, "--listen"},
       {[](HttpServerOptions& o) { o.prefix = "a b"; }, "--prefix"},
       {[](HttpServerOptions& o) { o.max_body_bytes = 0; }, "--max-body-bytes"},

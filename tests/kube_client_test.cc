@@ -236,6 +236,61 @@ TEST(KubeClientTest, WritesAreRateLimitedReadsAreNot) {
   EXPECT_LT(reads, absl::Milliseconds(450));
 }
 
+TEST(KubeClientTest, AWriteWithoutATurnBeforeItsSendByIsNotSentAndSaysSo) {
+  auto fake = StartFake();
+  std::vector<std::pair<bool, absl::Duration>> paced;
+  KubeClientOptions options;
+  options.write_qps = 0.1;  // one turn every 10 s
+  options.write_burst = 1;
+  options.on_write_paced = [&paced](bool sent, absl::Duration waited) { paced.emplace_back(sent, waited); };
+  auto client = ClientFor(*fake, options);
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/x/leases";
+  ASSERT_TRUE(client->Post(leases, R"({"metadata":{"name":"a"},"spec":{}})").ok());
+  // The next turn is 10 s away; this write must be sent within 1 s.
+  WriteDeadline deadline;
+  deadline.send_by = absl::Now() + absl::Seconds(1);
+  deadline.answer_by = absl::Now() + absl::Seconds(2);
+  absl::StatusOr<std::string> r =
+      client->PostWithin(leases, R"({"metadata":{"name":"b"},"spec":{}})", absl::Seconds(1), deadline);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsNotSent(r.status())) << r.status();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(), HasSubstr("not sent"));
+  EXPECT_THAT(r.status().message(), HasSubstr("0.1 qps, burst 1"));
+  EXPECT_EQ(KubeErrorOf(r.status()).http_code, 0);
+  // Nothing reached the server, and the client says what it decided for each write.
+  EXPECT_EQ(fake->RequestCount("POST", "/leases"), 1);
+  EXPECT_FALSE(fake->Get("leases", "x", "b").has_value());
+  ASSERT_EQ(paced.size(), 2u);
+  EXPECT_TRUE(paced[0].first);
+  EXPECT_FALSE(paced[1].first);
+  // An answered API error is not "not sent".
+  absl::StatusOr<std::string> missing = client->Get("/api/v1/namespaces/x/pods/none");
+  EXPECT_FALSE(IsNotSent(missing.status()));
+}
+
+TEST(KubeClientTest, TooManyRequestsKeepsTheServersRetryAfter) {
+  FakeApiServer::Options o = Opts();
+  o.write_qps = 0.01;  // the server takes one write, then answers 429 as kube-apiserver does
+  o.write_burst = 1;
+  auto fake = StartFake(o);
+  auto client = ClientFor(*fake);
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/x/leases";
+  ASSERT_TRUE(client->Post(leases, R"({"metadata":{"name":"a"},"spec":{}})").ok());
+  absl::StatusOr<std::string> r = client->Post(leases, R"({"metadata":{"name":"b"},"spec":{}})");
+  ASSERT_FALSE(r.ok());
+  const KubeError e = KubeErrorOf(r.status());
+  EXPECT_EQ(e.http_code, 429);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(e.retry_after, absl::Seconds(1));
+  // kube-apiserver's body is Go's http.Error plain text, not a v1.Status.
+  EXPECT_THAT(e.message, HasSubstr("Too many requests, please try again later."));
+  EXPECT_FALSE(IsNotSent(r.status()));
+  EXPECT_EQ(fake->throttled(), 1);
+  // Reads are not limited by the server's write limit.
+  EXPECT_TRUE(client->Get("/version").ok());
+}
+
 TEST(KubeClientTest, RotatedTokenFileIsReRead) {
   TempDir dir;
   dir.Write("token", "first-token\n");

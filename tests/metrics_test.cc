@@ -244,7 +244,8 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
 
   int time_sliced = 0;
   for (const Offering& o : Catalog::BuiltIn().offerings()) {
-    for (const char* outcome : {"bound", "unit_taken", "quota", "no_fit", "api_error"}) {
+    for (const char* outcome :
+         {"bound", "unit_taken", "quota", "no_fit", "api_error", "client_throttled"}) {
       EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", o.resource}, {"outcome", outcome}}), 0)
           << o.resource << " " << outcome;
     }
@@ -262,11 +263,13 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
         << o.resource;
   }
   EXPECT_GT(time_sliced, 0);
-  for (const char* outcome : {"not_synced", "unknown_pod", "bad_request", "api_error"}) {
+  for (const char* outcome : {"not_synced", "unknown_pod", "bad_request", "api_error",
+                              "client_throttled", "overloaded"}) {
     EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", "none"}, {"outcome", outcome}}), 0) << outcome;
   }
   for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
     EXPECT_EQ(Sample(text, "gse_http_request_duration_seconds_count", {{"verb", verb}}), 0) << verb;
+    EXPECT_EQ(Sample(text, "gse_http_requests_in_flight", {{"verb", verb}}), 0) << verb;
     EXPECT_EQ(Sample(text, "gse_http_requests_total", {{"verb", verb}, {"code", "200"}, {"outcome", "ok"}}), 0)
         << verb;
   }
@@ -279,7 +282,37 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
   for (const char* kind : {"pod", "node", "project_quota", "other"}) {
     EXPECT_EQ(Sample(text, "gse_mirror_drift_repairs_total", {{"kind", kind}}), 0) << kind;
   }
+  for (const char* op : {"bind", "lease", "other"}) {
+    EXPECT_EQ(Sample(text, "gse_api_write_wait_seconds_count", {{"op", op}}), 0) << op;
+    EXPECT_EQ(Sample(text, "gse_api_writes_not_sent_total", {{"op", op}}), 0) << op;
+  }
   EXPECT_EQ(Sample(text, "gse_mirror_last_sync_timestamp_seconds", {}), 0);
+}
+
+// issue 14: what the write limiter did, per write; requests in flight per verb.
+TEST(MetricsTest, WriteLimiterAndInFlightSeries) {
+  ExtenderMetrics m;
+  m.ObserveApiWrite("bind", true, absl::ZeroDuration());
+  m.ObserveApiWrite("bind", true, absl::Milliseconds(1500));
+  m.ObserveApiWrite("bind", false, absl::ZeroDuration());
+  m.ObserveApiWrite("lease", true, absl::Milliseconds(3));
+  m.ObserveApiWrite("patch", false, absl::ZeroDuration());  // outside the vocabulary: "other"
+  m.AddRequestsInFlight("bind", 1);
+  m.AddRequestsInFlight("bind", 1);
+  m.AddRequestsInFlight("filter", 1);
+  m.AddRequestsInFlight("filter", -1);
+  const std::string text = m.Serialize();
+  // Sent writes are in the histogram with their wait; writes not sent are counted apart.
+  EXPECT_EQ(Sample(text, "gse_api_write_wait_seconds_count", {{"op", "bind"}}), 2);
+  EXPECT_DOUBLE_EQ(Sample(text, "gse_api_write_wait_seconds_sum", {{"op", "bind"}}), 1.5);
+  EXPECT_EQ(Sample(text, "gse_api_write_wait_seconds_bucket", {{"op", "bind"}, {"le", "1"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_api_write_wait_seconds_bucket", {{"op", "bind"}, {"le", "2"}}), 2);
+  EXPECT_EQ(Sample(text, "gse_api_writes_not_sent_total", {{"op", "bind"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_api_write_wait_seconds_count", {{"op", "lease"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_api_writes_not_sent_total", {{"op", "other"}}), 1);
+  EXPECT_EQ(Sample(text, "gse_api_writes_not_sent_total", {{"op", "patch"}}), -1);
+  EXPECT_EQ(Sample(text, "gse_http_requests_in_flight", {{"verb", "bind"}}), 2);
+  EXPECT_EQ(Sample(text, "gse_http_requests_in_flight", {{"verb", "filter"}}), 0);
 }
 
 // The live-cluster work reports through these; whatever it passes, the label values stay the

@@ -370,6 +370,7 @@ absl::Status FakeApiServer::Start() {
     for (const auto& [k, v] : req.params) absl::StrAppend(&query, k, "=", v, "&");
     Fault fault;
     if (MatchFault(req.method, req.path, query, &fault)) {
+      if (fault.hold) Hold();
       if (fault.delay_before > absl::ZeroDuration()) SleepUnlessStopping(fault.delay_before);
       if (fault.status != 0) {
         res.status = fault.status;
@@ -396,6 +397,17 @@ absl::Status FakeApiServer::Start() {
     if (t_delay_after > absl::ZeroDuration()) SleepUnlessStopping(t_delay_after);
   });
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "GET") {
+      if (!AdmitWrite()) {
+        // kube-apiserver (apiserver/pkg/server/filters/maxinflight.go, tooManyRequests, also
+        // used by priority-and-fairness): Retry-After "1" and Go's http.Error plain text.
+        res.status = 429;
+        res.set_header("Retry-After", "1");
+        res.set_content("Too many requests, please try again later.\n", "text/plain; charset=utf-8");
+        return;
+      }
+      if (options_.write_latency > absl::ZeroDuration()) SleepUnlessStopping(options_.write_latency);
+    }
     Exchange ex{&req, &res, absl::StrSplit(req.path, '/')};
     Route(ex);
   };
@@ -440,6 +452,58 @@ void FakeApiServer::SleepUnlessStopping(absl::Duration d) const {
     }
     absl::SleepFor(std::min(absl::Milliseconds(5), until - absl::Now()));
   }
+}
+
+void FakeApiServer::Hold() {
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = release_generation_;
+    ++held_;
+  }
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ || release_generation_ != generation) {
+        --held_;
+        return;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+}
+
+void FakeApiServer::ReleaseHeld() {
+  absl::MutexLock lock(&mu_);
+  ++release_generation_;
+}
+
+int FakeApiServer::held() const {
+  absl::MutexLock lock(&mu_);
+  return held_;
+}
+
+int64_t FakeApiServer::throttled() const {
+  absl::MutexLock lock(&mu_);
+  return throttled_;
+}
+
+bool FakeApiServer::AdmitWrite() {
+  if (options_.write_qps <= 0) return true;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  const double burst = std::max(1, options_.write_burst);
+  write_tokens_ = write_tokens_at_ == absl::InfinitePast()
+                      ? burst
+                      : std::min(burst, write_tokens_ + absl::ToDoubleSeconds(now - write_tokens_at_) *
+                                                            options_.write_qps);
+  write_tokens_at_ = now;
+  if (write_tokens_ >= 1) {
+    write_tokens_ -= 1;
+    return true;
+  }
+  ++throttled_;
+  return false;
 }
 
 bool FakeApiServer::MatchFault(const std::string& method, const std::string& path,

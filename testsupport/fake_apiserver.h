@@ -17,8 +17,12 @@
 //        (resourceVersion preconditions: 409 on a stale PUT, 409 AlreadyExists on create)
 // Every request needs "Authorization: Bearer <one of tokens>" (else 401, recorded body),
 // except in client-certificate mode.
-// Fault injection: status answers (500...), delays before or after the write commits, dropped
+// Fault injection: status answers (500...), delays before or after the write commits, requests
+// held until the test releases them (a stalled API server, deterministically), dropped
 // watches, truncated watch events and truncated list bodies.
+// Load (Options): a latency per write (POST/PUT/DELETE, before it commits, as etcd's), and a
+// server-side token bucket on writes that answers 429 exactly as kube-apiserver's
+// max-in-flight and priority-and-fairness filters do (Retry-After: 1, a plain-text body).
 // Audit: Pods() reads every pod's node and annotations straight from the store, independent
 // of any extender code.
 // Thread-safe: one absl::Mutex guards the store; tests call any method from any thread.
@@ -104,6 +108,12 @@ class FakeApiServer {
     absl::Duration default_watch_timeout = absl::Seconds(60);  // when timeoutSeconds is absent
     int threads = 64;
     size_t event_log_limit = 100000;  // events kept; older ones are compacted
+    // Every write waits this long before it is handled (outside the store lock).
+    absl::Duration write_latency = absl::ZeroDuration();
+    // Writes per second the server accepts (a token bucket of write_burst); beyond it they are
+    // answered 429. <= 0: no limit.
+    double write_qps = 0;
+    int write_burst = 1;
   };
 
   // A fault applies to the next `times` requests that match (times < 0: all).
@@ -116,6 +126,8 @@ class FakeApiServer {
     absl::Duration delay_before = absl::ZeroDuration();  // before the request is handled
     absl::Duration delay_after = absl::ZeroDuration();   // after it committed, before answering
     bool truncate_body = false;  // cut the answer's body in half (invalid JSON)
+    // Hold the request (before it is handled) until ReleaseHeld() or Stop().
+    bool hold = false;
   };
 
   explicit FakeApiServer(Options options);
@@ -165,6 +177,12 @@ class FakeApiServer {
   void DropWatches();
   // The next `n` watch events are sent cut in half (not valid JSON) and the stream closed.
   void TruncateWatchEvents(int n);
+  // Lets every request held by a `hold` fault go on; later ones are held again.
+  void ReleaseHeld();
+  // Requests held right now.
+  int held() const;
+  // Writes answered 429 by the server-side limit (Options::write_qps).
+  int64_t throttled() const;
 
   // ---- observation
   int64_t RequestCount(absl::string_view method, absl::string_view path_contains) const;
@@ -204,6 +222,10 @@ class FakeApiServer {
                   Fault* out);
   bool Authorized(const std::string& authorization) const;
   void SleepUnlessStopping(absl::Duration d) const;
+  // Waits until ReleaseHeld() is called (or Stop()).
+  void Hold();
+  // The server-side write limit: true when this write may proceed.
+  bool AdmitWrite();
 
   const Options options_;
   TestPki pki_;
@@ -226,6 +248,11 @@ class FakeApiServer {
   int truncate_events_ ABSL_GUARDED_BY(mu_) = 0;
   int open_watches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t release_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t throttled_ ABSL_GUARDED_BY(mu_) = 0;
+  double write_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time write_tokens_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, int64_t> request_counts_ ABSL_GUARDED_BY(mu_);  // "METHOD path"
 };
 

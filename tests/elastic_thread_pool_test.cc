@@ -1,0 +1,155 @@
+// ElasticThreadPool: a task never waits while a thread may be started (up to `max`), extra
+// workers end when idle, Shutdown runs what is queued and joins, many enqueuers at once.
+#include "extender/elastic_thread_pool.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
+
+namespace gse {
+namespace {
+
+using testing::Eventually;
+
+// A task that blocks until released, as a connection whose bind waits on the API server.
+struct Gate {
+  std::atomic<bool> open{false};
+  std::atomic<int> entered{0};
+  std::atomic<int> finished{0};
+  std::function<void()> Task() {
+    return [this] {
+      ++entered;
+      while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ++finished;
+    };
+  }
+};
+
+TEST(ElasticThreadPoolTest, BlockedTasksDoNotHoldBackANewOneWhileThreadsMayBeStarted) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 5;
+  ElasticThreadPool pool(o);
+  Gate gate;
+  for (int i = 0; i < 4; ++i) pool.Enqueue(gate.Task());
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 4; }));
+  // Four tasks block, one warm worker: the fifth still runs at once, on a fifth thread.
+  std::atomic<bool> ran{false};
+  pool.Enqueue([&] { ran.store(true); });
+  EXPECT_TRUE(Eventually([&] { return ran.load(); }));
+  ElasticThreadPool::Stats s = pool.stats();
+  EXPECT_EQ(s.threads, 5u);
+  EXPECT_EQ(s.started, 5);
+  EXPECT_EQ(s.waited_at_max, 0);
+  gate.open.store(true);
+  EXPECT_TRUE(Eventually([&] { return gate.finished.load() == 4; }));
+}
+
+TEST(ElasticThreadPoolTest, AtTheMaximumTasksWaitForAWorker) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 2;
+  ElasticThreadPool pool(o);
+  Gate gate;
+  pool.Enqueue(gate.Task());
+  pool.Enqueue(gate.Task());
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 2; }));
+  std::atomic<bool> ran{false};
+  pool.Enqueue([&] { ran.store(true); });
+  EXPECT_EQ(pool.stats().queued, 1u);
+  EXPECT_EQ(pool.stats().threads, 2u);
+  EXPECT_GE(pool.stats().waited_at_max, 1);
+  EXPECT_FALSE(ran.load());
+  gate.open.store(true);
+  EXPECT_TRUE(Eventually([&] { return ran.load(); }));
+  EXPECT_EQ(pool.stats().started, 2);
+}
+
+TEST(ElasticThreadPoolTest, SpareWorkersAreStartedAheadOfDemand) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 16;
+  o.spare = 3;
+  ElasticThreadPool pool(o);
+  Gate gate;
+  pool.Enqueue(gate.Task());
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 1; }));
+  // One task busy: three more workers wait idle for the next ones, before they come.
+  EXPECT_TRUE(Eventually([&] { return pool.stats().threads == 4u && pool.stats().busy == 1u; }));
+  gate.open.store(true);
+}
+
+TEST(ElasticThreadPoolTest, ExtraWorkersEndWhenIdleAndTheWarmOnesStay) {
+  ElasticThreadPoolOptions o;
+  o.warm = 2;
+  o.max = 8;
+  o.idle_timeout = absl::Milliseconds(50);
+  ElasticThreadPool pool(o);
+  Gate gate;
+  for (int i = 0; i < 8; ++i) pool.Enqueue(gate.Task());
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 8; }));
+  EXPECT_EQ(pool.stats().threads, 8u);
+  gate.open.store(true);
+  EXPECT_TRUE(Eventually([&] { return pool.stats().threads == 2u; }));
+  // Ended workers are joined and replaced on demand.
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 3; ++i) pool.Enqueue([&] { ++ran; });
+  EXPECT_TRUE(Eventually([&] { return ran.load() == 3; }));
+  absl::SleepFor(absl::Milliseconds(200));  // several idle timeouts: still the warm two
+  EXPECT_EQ(pool.stats().threads, 2u);
+}
+
+TEST(ElasticThreadPoolTest, ShutdownRunsWhatIsQueuedAndJoins) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 1;
+  std::atomic<int> ran{0};
+  {
+    ElasticThreadPool pool(o);
+    Gate gate;
+    pool.Enqueue(gate.Task());
+    ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 1; }));
+    for (int i = 0; i < 5; ++i) pool.Enqueue([&] { ++ran; });
+    std::thread opener([&] {
+      absl::SleepFor(absl::Milliseconds(20));
+      gate.open.store(true);
+    });
+    pool.Shutdown();
+    opener.join();
+    EXPECT_EQ(ran.load(), 5);
+    EXPECT_EQ(pool.stats().threads, 0u);
+    // After Shutdown a task runs on the caller's thread.
+    pool.Enqueue([&] { ++ran; });
+    EXPECT_EQ(ran.load(), 6);
+  }
+}
+
+TEST(ElasticThreadPoolTest, ManyEnqueuersAtOnce) {
+  ElasticThreadPoolOptions o;
+  o.warm = 2;
+  o.max = 16;
+  o.idle_timeout = absl::Milliseconds(5);  // workers come and go while tasks arrive
+  std::atomic<int> ran{0};
+  {
+    ElasticThreadPool pool(o);
+    std::vector<std::thread> enqueuers;
+    for (int t = 0; t < 8; ++t) {
+      enqueuers.emplace_back([&] {
+        for (int i = 0; i < 200; ++i) {
+          pool.Enqueue([&] { ++ran; });
+          if (i % 50 == 0) absl::SleepFor(absl::Milliseconds(10));
+        }
+      });
+    }
+    for (std::thread& t : enqueuers) t.join();
+    pool.Shutdown();
+    EXPECT_LE(pool.stats().started, 8 * 200 + 2);
+  }
+  EXPECT_EQ(ran.load(), 1600);
+}
+
+}  // namespace
+}  // namespace gse
