@@ -1,13 +1,13 @@
 // KubeClient: a small Kubernetes REST client (cpp-httplib, HTTPS with CA verification) for the
-// calls the extender makes: paged lists, streaming watches, binding POSTs and Lease get/create/
-// update.
+// calls the extender makes: paged lists, streaming watches, binding POSTs, Lease get/create/
+// update and merge patches of pods (the take-over requeue).
 //
 // Contract:
 //  * Configuration comes from the pod's service account (in-cluster) or a kubeconfig file.
 //    Loading validates everything it can before any connection (files exist, PEM parses,
 //    current context exists) and names the file and field that is wrong.
-//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT) pass a
-//    token-bucket limiter (qps, burst) first.
+//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT, PATCH) pass
+//    a token-bucket limiter (qps, burst) first.
 //  * An API error body (v1.Status) becomes an absl::Status whose message carries the HTTP code,
 //    `reason` and `message`; KubeErrorOf() gives them back as values (e.g. 410 Expired).
 //  * A bearer token read from a file is re-read when the file changes (service account tokens
@@ -133,6 +133,12 @@ class KubeClient {
                                               absl::Duration timeout);
   absl::StatusOr<std::string> PutWithTimeout(const std::string& path, const std::string& body,
                                              absl::Duration timeout);
+  // PATCH with a JSON merge patch (RFC 7386, Content-Type application/merge-patch+json). A
+  // metadata.resourceVersion in the patch is a precondition: 409 Conflict when the object
+  // changed since. A write: passes the limiter like POST and PUT.
+  absl::StatusOr<std::string> MergePatchWithTimeout(const std::string& path,
+                                                    const std::string& patch,
+                                                    absl::Duration timeout);
 
   // Lists `path` (e.g. "/api/v1/pods") page by page (limit + continue). `on_page` gets each
   // parsed page (a *List object with `items`); an error from it ends the list. The list's
