@@ -555,8 +555,10 @@ TEST_F(LiveClusterTest, TwoExtendersOneLeaderTakeOverWithoutDoubleBooking) {
   std::vector<std::string> first, second;
   for (int i = 0; i < 5; ++i) first.push_back(Pod(fake_, "team-b", absl::StrCat("l-", i), {{kShared, "1"}}));
   for (const auto& [k, att] : ScheduleAll(*leader->service, first, 2, 3)) EXPECT_TRUE(att.bound()) << k;
-  // The follower refuses decisions.
-  EXPECT_THAT(ScheduleOnce(*follower->service, fake_, "team-b", "l-0").filter_error, HasSubstr("not synced"));
+  // The follower refuses decisions, and says why: it is synced, another replica leads.
+  EXPECT_THAT(ScheduleOnce(*follower->service, fake_, "team-b", "l-0").filter_error,
+              HasSubstr(absl::StrCat("not the leader; extender-", leader == a.get() ? "a" : "b",
+                                     " leads")));
 
   absl::Time stop = absl::Now();
   leader->live->Stop();  // steps down and releases the lease
@@ -611,6 +613,17 @@ TEST(LiveClusterFlagsTest, FlagErrorsNameTheFlag) {
   EXPECT_TRUE(o->leader_elect);
   EXPECT_EQ(o->election.lease_namespace, "gpu-slice-extender");
   EXPECT_EQ(o->client.write_qps, 5);
+  EXPECT_EQ(o->requeue_options.qps, 2.5);  // at most half of --api-qps
+  EXPECT_TRUE(o->requeue);
+  EXPECT_EQ(o->requeue_options.passes, 2);
+  absl::SetFlag(&FLAGS_takeover_requeue_qps, 0);
+  EXPECT_THAT(LiveClusterOptionsFromFlags().status().message(), HasSubstr("--takeover-requeue-qps=0"));
+  absl::SetFlag(&FLAGS_takeover_requeue_qps, 20);
+  absl::SetFlag(&FLAGS_takeover_requeue_settle, absl::Seconds(-1));
+  EXPECT_THAT(LiveClusterOptionsFromFlags().status().message(),
+              HasSubstr("--takeover-requeue-settle=-1s"));
+  absl::SetFlag(&FLAGS_takeover_requeue_settle, absl::ZeroDuration());
+  EXPECT_EQ(LiveClusterOptionsFromFlags()->requeue_options.passes, 1);
   EXPECT_EQ(o->reflector.resync_period, absl::Minutes(1));
 }
 

@@ -1,4 +1,6 @@
-// The take-over requeue (kube/pod_requeue.h) against the local API server: that a pod bound or changed since the list is never touched blindly (resourceVersion
+// The take-over requeue (kube/pod_requeue.h) against the local API server: which pods it
+// touches (pending ones that request a catalog resource, through LiveCluster's real wiring),
+// that a pod bound or changed since the list is never touched blindly (resourceVersion
 // precondition), idempotence per pass, the rate bound, cancellation; and the API server
 // semantics it relies on (merge patch, precondition, field selector), checked on the fake.
 #include "kube/pod_requeue.h"
@@ -12,9 +14,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "extender/extender_service.h"
+#include "extender/live_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "scoring/policies.h"
+#include "state/catalog.h"
+#include "state/mirror.h"
 #include "tests/testing/eventually.h"
 #include "testsupport/fake_apiserver.h"
 
@@ -123,6 +130,63 @@ class PodRequeueTest : public ::testing::Test {
   FakeApiServer fake_;
   std::unique_ptr<KubeClient> client_;
 };
+
+// Through LiveCluster, as the binary runs it: once ready (synced; no election here) the pass
+// touches exactly the pending pods that ask for a catalog resource the extender can place.
+TEST_F(PodRequeueTest, ReadyLiveClusterTouchesOnlyPendingPodsThatRequestCatalogResources) {
+  const std::string gpu_a = Pod("team-a", "gpu-a", {{kShared, "1"}});
+  const std::string gpu_b = Pod("team-a", "gpu-b", {{kExclusive, "1"}});
+  const std::string cpu = Pod("team-a", "cpu", {{"cpu", "1"}});
+  const std::string bound = Pod("team-a", "bound", {{kExclusive, "1"}}, "gpu-node-a");
+  const std::string done = Pod("team-a", "done", {{kExclusive, "1"}}, "", "Failed");
+  const std::string two = Pod("team-a", "two-tickets", {{kShared, "2"}});  // unresolvable
+  const std::string leaving = Pod("team-a", "leaving", {{kShared, "1"}});
+  ASSERT_TRUE(fake_.Mutate("pods", "team-a", "leaving", [](rapidjson::Document& d) {
+    d["metadata"].AddMember("deletionTimestamp", "2026-01-01T00:00:00Z", d.GetAllocator());
+  }).ok());
+  std::map<std::string, std::string> rv_before;
+  for (const auto& [key, view] : PodsByKey(fake_)) {
+    const size_t slash = key.find('/');
+    rv_before[key] = ResourceVersion(fake_, key.substr(0, slash), key.substr(slash + 1));
+  }
+
+  testing::ScratchDir dir;
+  dir.Write("kubeconfig", fake_.Kubeconfig());
+  LiveClusterOptions o;
+  o.kubeconfig = dir.File("kubeconfig");
+  o.connect_attempts = 2;
+  o.connect_backoff = absl::Milliseconds(10);
+  o.reflector.resync_period = absl::ZeroDuration();
+  o.reflector.log = [](const std::string&) {};
+  o.requeue_options.passes = 1;
+  o.requeue_options.log = [](const std::string&) {};
+  Mirror mirror(std::make_shared<const Catalog>(Catalog::BuiltIn()), MirrorOptions());
+  auto live = LiveCluster::Connect(o, &mirror);
+  ASSERT_TRUE(live.ok()) << live.status();
+  ExtenderService service(&mirror, std::move(*MakePolicy("affinity-pack")), (*live)->binder());
+  (*live)->Start(&service);
+  ASSERT_TRUE(Eventually([&] { return (*live)->requeue_counters().passes == 1; }));
+  (*live)->Stop();
+
+  const std::string gpu_a_value = RequeueValue(fake_, gpu_a);
+  EXPECT_THAT(gpu_a_value, ::testing::EndsWith("/1/1"));  // term 1, pass 1
+  EXPECT_EQ(RequeueValue(fake_, gpu_b), gpu_a_value);
+  for (const std::string& key : {cpu, bound, done, two, leaving}) {
+    EXPECT_EQ(RequeueValue(fake_, key), "") << key;
+  }
+  // Only the touched pods were written; nothing else of theirs changed.
+  for (const auto& [key, view] : PodsByKey(fake_)) {
+    const size_t slash = key.find('/');
+    const bool touched = key == gpu_a || key == gpu_b;
+    EXPECT_EQ(ResourceVersion(fake_, key.substr(0, slash), key.substr(slash + 1)) != rv_before[key],
+              touched)
+        << key;
+    if (touched) {
+      EXPECT_EQ(view.node, "") << key;
+    }
+  }
+  EXPECT_EQ((*live)->requeue_counters().touched, 2);
+}
 
 TEST_F(PodRequeueTest, APodBoundBetweenListAndPatchIsNotTouched) {
   const std::string key = Pod("team-a", "racing", {{kShared, "1"}});
