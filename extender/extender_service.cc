@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "extender/candidate_answers.h"
 #include "extender/pending_pods.h"
 #include "kube/kube_client.h"
@@ -35,7 +36,6 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-constexpr absl::string_view kNotSynced = "extender cache not synced yet";
 constexpr absl::string_view kNoOfferingLabel = "none";
 // The resourceVersion cache of request-borne Node objects is dropped wholesale beyond this
 // (it only saves work; a hostile stream of invented names must not grow it without bound).
@@ -504,10 +504,85 @@ ExtenderService::ExtenderService(Mirror* mirror, std::unique_ptr<PlacementPolicy
 
 ExtenderService::~ExtenderService() = default;
 
+// ---------------------------------------------------------------- readiness
+
+const char* Readiness::label() const {
+  switch (state) {
+    case State::kReady: return "ready";
+    case State::kNotSynced: return "not_synced";
+    case State::kNotLeader: return "not_leader";
+    case State::kStopping: return "stopping";
+  }
+  return "not_synced";
+}
+
+Readiness Readiness::Ready() { return Readiness(); }
+
+Readiness Readiness::NotSynced() {
+  Readiness r;
+  r.state = State::kNotSynced;
+  r.message = "extender cache not synced yet";
+  return r;
+}
+
+Readiness Readiness::NotLeader(const std::string& leader, const std::string& lease) {
+  Readiness r;
+  r.state = State::kNotLeader;
+  r.leader = leader;
+  r.message = leader.empty()
+                  ? absl::StrCat("not the leader; no replica holds the Lease ", lease,
+                                 " right now (a take-over is under way)")
+                  : absl::StrCat("not the leader; ", leader, " leads (Lease ", lease, ")");
+  return r;
+}
+
+Readiness Readiness::Stopping() {
+  Readiness r;
+  r.state = State::kStopping;
+  r.message = "extender is shutting down";
+  return r;
+}
+
+void ExtenderService::SetReady(bool ready) {
+  SetReadiness(ready ? Readiness::Ready() : Readiness::NotSynced());
+}
+
+void ExtenderService::SetReadiness(Readiness readiness) {
+  const bool ready = readiness.ready();
+  {
+    absl::MutexLock lock(&readiness_mu_);
+    readiness_ = std::move(readiness);
+  }
+  // After the reason: a verb that sees ready_ false finds why.
+  ready_.store(ready);
+}
+
+Readiness ExtenderService::readiness() const {
+  absl::MutexLock lock(&readiness_mu_);
+  return readiness_;
+}
+
+Readiness ExtenderService::WhyNotReady() const {
+  Readiness r = readiness();
+  // A verb saw ready_ false and the owner made the service ready since: this answer still
+  // refuses, so it needs a reason.
+  return r.ready() ? Readiness::NotSynced() : r;
+}
+
+bool ExtenderService::WaitForBindsToFinish(absl::Duration timeout) const {
+  // Polled: timed absl waits are invisible to TSan with Debian's uninstrumented Abseil.
+  const absl::Time deadline = absl::Now() + timeout;
+  while (binds_in_flight_.load() > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------- filter
 
 VerbResult ExtenderService::Filter(std::string body) {
-  if (!Ready()) return VerbResult{200, FilterErrorBody(kNotSynced), "error"};
+  if (!Ready()) return VerbResult{200, FilterErrorBody(WhyNotReady().message), "error"};
   // Full Node objects are echoed from the text as it arrived (RawItemSpans): keep a copy of a
   // body that may carry them before it is parsed in place. kube-scheduler's names-only bodies
   // say "Nodes":null, and are not copied.
@@ -603,7 +678,7 @@ VerbResult ExtenderService::Filter(std::string body) {
 VerbResult ExtenderService::Prioritize(std::string body) {
   // HostPriorityList has no Error field, and kube-scheduler ignores every prioritize error
   // (PROTOCOL §2.5): a 503 makes it score our nodes 0 instead of trusting a stale mirror.
-  if (!Ready()) return VerbResult{503, ErrorBody(kNotSynced), "error"};
+  if (!Ready()) return VerbResult{503, ErrorBody(WhyNotReady().message), "error"};
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseArgs(body, doc);
   if (!args.ok()) return BadRequest(ErrorBody(args.status().message()));
@@ -692,12 +767,22 @@ VerbResult ExtenderService::Bind(std::string body) {
   };
 
   rapidjson::Document doc;
+  // Counted before readiness is read (see BindsInFlight): shutdown waits for this bind.
+  binds_in_flight_.fetch_add(1);
+  struct Done {
+    std::atomic<int64_t>& n;
+    ~Done() { n.fetch_sub(1); }
+  } done{binds_in_flight_};
   if (!Ready()) {
+    const Readiness why = WhyNotReady();
+    // A replica that is shutting down is giving its lease up: counted as not leading.
+    const char* outcome =
+        why.state == Readiness::State::kStopping ? "not_leader" : why.label();
     // The body is only read to name the pod in the decision log.
-    if (log.Wants("not_synced") && ParseBody(body, doc).ok()) {
+    if (log.Wants(outcome) && ParseBody(body, doc).ok()) {
       if (absl::StatusOr<BindTarget> t = DecodeBindArgs(doc); t.ok()) fill_target(*t);
     }
-    return answer(kNoOfferingLabel, "not_synced", -1, kNotSynced);
+    return answer(kNoOfferingLabel, outcome, -1, why.message);
   }
 
   absl::StatusOr<BindTarget> target = absl::InvalidArgumentError("");

@@ -16,8 +16,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "extender/decision_log.h"
 #include "extender/metrics.h"
 #include "kube/binder.h"
@@ -46,6 +49,26 @@ struct ServiceOptions {
   DecisionLog* decision_log = nullptr;
 };
 
+// Whether a replica decides, and if not, what it tells kube-scheduler and operators: the
+// filter/bind Error text, prioritize's 503 body and /readyz say the same.
+struct Readiness {
+  enum class State { kReady, kNotSynced, kNotLeader, kStopping };
+  State state = State::kReady;
+  std::string message;  // "" when ready
+  std::string leader;   // kNotLeader: the identity holding the Lease as last seen, "" if none
+  bool ready() const { return state == State::kReady; }
+  // "ready", "not_synced", "not_leader", "stopping": /readyz's `reason`. A refused bind is
+  // counted with outcome not_synced or not_leader (stopping: the replica gives its lease up).
+  const char* label() const;
+
+  static Readiness Ready();
+  static Readiness NotSynced();  // "extender cache not synced yet"
+  // "not the leader; <leader> leads (Lease <lease>)", or when no live holder is known "not the
+  // leader; no replica holds the Lease <lease> right now (a take-over is under way)".
+  static Readiness NotLeader(const std::string& leader, const std::string& lease);
+  static Readiness Stopping();   // "extender is shutting down"
+};
+
 class ExtenderService {
  public:
   ExtenderService(Mirror* mirror, std::unique_ptr<PlacementPolicy> policy, Binder* binder,
@@ -64,20 +87,37 @@ class ExtenderService {
   // GET /debug/state: every unit and project, for operators and external audits.
   std::string DebugStateJson() const;
 
-  // False until the mirror holds a complete initial state and this replica leads (set by the
-  // owner). While false, filter and bind answer the protocol Error "extender cache not synced
-  // yet"; prioritize, which has no Error field, answers HTTP 503 (kube-scheduler ignores
+  // Not ready until the mirror holds a complete initial state and this replica leads (set by
+  // the owner, LiveCluster). While not ready, filter and bind answer the protocol Error with
+  // the readiness message (why: not synced, not the leader and who leads, shutting down);
+  // prioritize, which has no Error field, answers HTTP 503 with it (kube-scheduler ignores
   // prioritize errors); preempt answers an empty NodeNameToMetaVictims (no preemption).
-  void SetReady(bool ready) { ready_.store(ready); }
+  // SetReady(false) is SetReadiness(NotSynced()).
+  void SetReady(bool ready);
+  void SetReadiness(Readiness readiness);
+  Readiness readiness() const;
   bool Ready() const { return ready_.load(); }
+  // Binds between their readiness check and their answer (the Binder call included). A bind
+  // counts itself before it reads readiness, so once SetReadiness(not ready) has returned,
+  // every bind that may still commit is counted here until it has answered.
+  int64_t BindsInFlight() const { return binds_in_flight_.load(); }
+  // Blocks until BindsInFlight() is 0 (true) or `timeout` has passed (false). For shutdown:
+  // LiveCluster releases the Lease only after the binds this replica started have answered.
+  bool WaitForBindsToFinish(absl::Duration timeout) const;
 
   const PlacementPolicy& policy() const { return *policy_; }
 
  private:
   struct Impl;
+  // readiness() for an answer that refuses (never "ready").
+  Readiness WhyNotReady() const;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<PlacementPolicy> policy_;
+  // ready_ is the verbs' fast check; readiness_ says why not (read only when not ready).
   std::atomic<bool> ready_{true};
+  mutable absl::Mutex readiness_mu_;
+  Readiness readiness_ ABSL_GUARDED_BY(readiness_mu_);
+  std::atomic<int64_t> binds_in_flight_{0};
 };
 
 }  // namespace gse

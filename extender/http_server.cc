@@ -125,6 +125,33 @@ std::string Printable(const std::string& path) {
   return out;
 }
 
+// /readyz: {"ready":true}, or {"ready":false,"reason":"not_leader","leader":"<identity>",
+// "Error":"not the leader; <identity> leads (Lease ...)"} ("leader" only for not_leader, and
+// null when no live holder is known).
+std::string ReadinessJson(const Readiness& r) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("ready");
+  w.Bool(r.ready());
+  if (!r.ready()) {
+    w.Key("reason");
+    w.String(r.label());
+    if (r.state == Readiness::State::kNotLeader) {
+      w.Key("leader");
+      if (r.leader.empty()) {
+        w.Null();
+      } else {
+        w.String(r.leader.data(), static_cast<rapidjson::SizeType>(r.leader.size()));
+      }
+    }
+    w.Key("Error");
+    w.String(r.message.data(), static_cast<rapidjson::SizeType>(r.message.size()));
+  }
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
 void ReplyError(httplib::Response& res, int status, absl::string_view message) {
   res.status = status;
   res.set_content(ErrorJson(message), kJson);
@@ -556,11 +583,9 @@ void HttpServer::InstallRoutes() {
     res.set_content("ok", "text/plain; charset=utf-8");
   });
   add_get("/readyz", "readyz", [this](const httplib::Request&, httplib::Response& res) {
-    const bool ready = service_->Ready();
-    res.status = ready ? 200 : 503;
-    res.set_content(
-        ready ? "{\"ready\":true}" : "{\"ready\":false,\"Error\":\"mirror not synced yet\"}",
-        kJson);
+    const Readiness readiness = service_->readiness();
+    res.status = readiness.ready() ? 200 : 503;
+    res.set_content(ReadinessJson(readiness), kJson);
   });
   add_get("/metrics", "metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.status = 200;

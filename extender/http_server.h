@@ -3,7 +3,8 @@
 // Routes (prefix normalised by NormalizePrefix: leading '/', no trailing '/'):
 //   POST {prefix}/filter | /prioritize | /bind | /preempt   ExtenderService verbs (JSON)
 //   GET  /healthz      200 "ok" (text/plain) while the server is serving
-//   GET  /readyz       200 when ExtenderService::Ready(), else 503 (JSON)
+//   GET  /readyz       200 {"ready":true} when ExtenderService::Ready(), else 503 with why
+//                      (reason not_synced|not_leader|stopping, the leader, the Error text)
 //   GET  /metrics      ExtenderMetrics::Serialize() (text/plain; version=0.0.4)
 //   GET  /debug/state  ExtenderService::DebugStateJson()
 // HTTPS with a client CA (TlsOptions::client_ca_file): the handshake requests a client

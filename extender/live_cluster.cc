@@ -1,6 +1,7 @@
 // LiveCluster and its flags: see live_cluster.h.
 #include "extender/live_cluster.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "absl/flags/flag.h"
 #pragma GCC diagnostic pop
 #include "absl/strings/str_cat.h"
+#include "scoring/pod_request.h"
 
 ABSL_FLAG(std::string, kubeconfig, "",
           "kubeconfig file: run against that cluster's API server (list/watch nodes, pods, "
@@ -58,6 +60,17 @@ ABSL_FLAG(absl::Duration, leader_elect_retry_period, absl::Seconds(2),
 ABSL_FLAG(std::string, leader_elect_resource_name, "gpu-slice-extender", "name of the Lease");
 ABSL_FLAG(std::string, leader_elect_resource_namespace, "gpu-slice-extender",
           "namespace of the Lease");
+ABSL_FLAG(bool, takeover_requeue, true,
+          "each time this replica becomes ready to decide (start-up, take-over), touch the "
+          "pending pods that request catalog resources (annotation gpu.themelio.io/requeue) so "
+          "that kube-scheduler retries the ones it parked meanwhile at once, not after its "
+          "5-minute flush; needs patch on pods (deploy/RBAC.md)");
+ABSL_FLAG(double, takeover_requeue_qps, 20,
+          "pod patches per second of the take-over requeue, at most; they share --api-qps with "
+          "binds and the Lease, and never take more than half of it");
+ABSL_FLAG(absl::Duration, takeover_requeue_settle, absl::Seconds(10),
+          "the requeue's second pass runs this long after the first, for pods that a replica "
+          "refused while kube-scheduler's Service endpoints still pointed at it");
 
 namespace gse {
 
@@ -75,7 +88,10 @@ const char* const kLiveClusterFlags[] = {"kubeconfig",
                                          "leader_elect_renew_deadline",
                                          "leader_elect_retry_period",
                                          "leader_elect_resource_name",
-                                         "leader_elect_resource_namespace"};
+                                         "leader_elect_resource_namespace",
+                                         "takeover_requeue",
+                                         "takeover_requeue_qps",
+                                         "takeover_requeue_settle"};
 const int kLiveClusterFlagCount =
     static_cast<int>(sizeof(kLiveClusterFlags) / sizeof(kLiveClusterFlags[0]));
 
@@ -143,6 +159,23 @@ absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
   if (o.leader_elect) {
     if (absl::Status s = ValidateLeaderElectionOptions(o.election); !s.ok()) return s;
   }
+  o.requeue = absl::GetFlag(FLAGS_takeover_requeue);
+  const double requeue_qps = absl::GetFlag(FLAGS_takeover_requeue_qps);
+  if (!(requeue_qps > 0) || requeue_qps > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--takeover-requeue-qps=", requeue_qps,
+                                                   ": want more than 0, at most 100000"));
+  }
+  // The patches share the client's write budget with binds and the Lease: they may take at
+  // most half of it, whatever the flag says.
+  o.requeue_options.qps = std::min(requeue_qps, qps / 2);
+  const absl::Duration settle = absl::GetFlag(FLAGS_takeover_requeue_settle);
+  if (settle < absl::ZeroDuration() || settle > absl::Hours(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--takeover-requeue-settle=",
+                                                   absl::FormatDuration(settle),
+                                                   ": want 0s (one pass only) to 1h"));
+  }
+  o.requeue_options.settle = settle;
+  o.requeue_options.passes = settle > absl::ZeroDuration() ? 2 : 1;
   if (o.kubeconfig.empty() && !o.in_cluster) {
     return absl::InvalidArgumentError(
         "no Kubernetes API configured: give --kubeconfig, or run in a pod (--in-cluster)");
@@ -158,6 +191,9 @@ LiveCluster::LiveCluster(LiveClusterOptions options, Mirror* mirror,
       client_(std::move(client)),
       election_client_(std::move(election_client)) {
   binder_ = std::make_unique<ApiBinder>(client_.get(), options_.binder);
+  if (options_.drain_timeout <= absl::ZeroDuration()) {
+    options_.drain_timeout = options_.binder.deadline + absl::Seconds(1);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<LiveCluster>> LiveCluster::Connect(LiveClusterOptions options,
@@ -225,7 +261,32 @@ void LiveCluster::Start(ExtenderService* service) {
       }
       Update();
     };
+    eo.on_holder = [this](const std::string& holder) {
+      {
+        absl::MutexLock lock(&mu_);
+        holder_ = holder;
+      }
+      Update();
+    };
     elector_ = std::make_unique<LeaderElector>(election_client_.get(), std::move(eo));
+    term_prefix_ = elector_->identity();
+  } else {
+    term_prefix_ = DefaultIdentity();
+  }
+  if (options_.requeue) {
+    PodRequeueOptions qo = options_.requeue_options;
+    Mirror* mirror = mirror_;
+    // The pods worth a retry: they ask for a catalog resource the extender can place (a pod
+    // that is unresolvable everywhere stays parked whatever we do).
+    qo.wants = [mirror](const PodObject& pod) {
+      return mirror->Read([&](const ClusterState& state) {
+        const PodRequest r = ResolvePodRequest(state.catalog(), pod,
+                                               state.ProjectOfNamespace(pod.namespace_name));
+        return r.interested() && r.unresolvable.empty();
+      });
+    };
+    requeuer_ = std::make_unique<PodRequeuer>(client_.get(), std::move(qo));
+    requeuer_->Start();
   }
   Update();
   reflector_->Start();
@@ -233,20 +294,56 @@ void LiveCluster::Start(ExtenderService* service) {
   if (elector_) elector_->Start();
 }
 
+std::string LiveCluster::LeaseName() const {
+  return absl::StrCat(options_.election.lease_namespace, "/", options_.election.lease_name);
+}
+
 void LiveCluster::Update() {
   absl::MutexLock lock(&mu_);
-  const bool ready = !stopped_ && synced_ && leader_;
-  if (service_ != nullptr) service_->SetReady(ready);
+  Readiness readiness = Readiness::Ready();
+  if (stopped_) {
+    readiness = Readiness::Stopping();
+  } else if (!synced_) {
+    readiness = Readiness::NotSynced();  // says nothing about leading: it could not decide anyway
+  } else if (!leader_) {
+    readiness = Readiness::NotLeader(holder_, LeaseName());
+  }
+  const bool ready = readiness.ready();
+  if (service_ != nullptr) service_->SetReadiness(std::move(readiness));
   if (options_.on_state) options_.on_state(synced_, leader_);
+  if (ready != ready_) {
+    ready_ = ready;
+    if (requeuer_ != nullptr) {
+      if (ready) {
+        // A new term: its passes carry a value no earlier pass used.
+        requeuer_->Trigger(absl::StrCat(term_prefix_, "/", ++terms_));
+      } else {
+        requeuer_->Cancel();
+      }
+    }
+  }
 }
 
 void LiveCluster::Stop() {
+  ExtenderService* service = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
-    if (service_ != nullptr) service_->SetReady(false);
+    service = service_;
   }
+  Update();  // not ready ("shutting down"): no new decision from here on
+  // A bind of ours that is still running may yet commit. Were the lease released now, the
+  // next leader could decide before its watch shows that pod bound and hand its unit out
+  // again. So: every bind answers first (each is bounded by --bind-timeout), then the lease.
+  if (service != nullptr && !service->WaitForBindsToFinish(options_.drain_timeout)) {
+    std::fprintf(stderr,
+                 "{\"component\":\"live_cluster\",\"event\":\"drain_timeout\",\"detail\":"
+                 "\"%lld bind(s) still running after %s; releasing the lease anyway\"}\n",
+                 static_cast<long long>(service->BindsInFlight()),
+                 absl::FormatDuration(options_.drain_timeout).c_str());
+  }
+  if (requeuer_) requeuer_->Stop();
   if (elector_) elector_->Stop();
   if (reflector_) reflector_->Stop();
 }
@@ -263,6 +360,18 @@ bool LiveCluster::leader() const {
 
 ReflectorCounters LiveCluster::reflector_counters() const {
   return reflector_ ? reflector_->counters() : ReflectorCounters{};
+}
+
+LeadershipStats LiveCluster::leadership() const {
+  return elector_ ? elector_->stats() : LeadershipStats{};
+}
+
+std::string LiveCluster::lease_holder() const {
+  return elector_ ? elector_->holder() : std::string();
+}
+
+PodRequeueCounters LiveCluster::requeue_counters() const {
+  return requeuer_ ? requeuer_->counters() : PodRequeueCounters{};
 }
 
 LiveCluster::ApiCallErrors LiveCluster::api_call_errors() const {

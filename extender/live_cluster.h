@@ -1,14 +1,21 @@
 // LiveCluster: runs the extender against a real Kubernetes API server — client configuration
 // (kubeconfig or in-cluster service account), the reflector that keeps the Mirror in sync, the
-// ApiBinder that binds through the API, and optional leader election — and keeps the
-// service's readiness equal to "mirror synced and (leader or no election)".
+// ApiBinder that binds through the API, optional leader election, and the take-over requeue —
+// and keeps the service's readiness equal to "mirror synced and (leader or no election)",
+// telling why when it is not (ExtenderService::SetReadiness): not synced; synced but not the
+// leader, and which replica leads as the Lease says; shutting down.
+//
+// Each time the service becomes ready (start-up or take-over) the PodRequeuer touches the
+// pending GPU pods so that kube-scheduler retries the ones it parked meanwhile
+// (kube/pod_requeue.h); losing readiness cancels it.
 //
 // Use (main.cc):
 //   auto live = LiveCluster::Connect(*LiveClusterOptionsFromFlags(), &mirror);  // errors: exit 2
 //   ExtenderService service(&mirror, policy, live->binder(), ...);
 //   live->Start(&service);  // not ready until the first full list is applied (and leading)
 //   ... serve ...
-//   live->Stop();           // releases the lease, stops the watches, not ready any more
+//   live->Stop();  // not ready at once; waits for the binds in flight, then releases the
+//                  // lease and stops the watches
 // Thread-safe after Connect; Start and Stop are called once each from the owner.
 #ifndef GSE_EXTENDER_LIVE_CLUSTER_H_
 #define GSE_EXTENDER_LIVE_CLUSTER_H_
@@ -28,6 +35,7 @@
 #include "extender/extender_service.h"
 #include "kube/leader_election.h"
 #include "kube/kube_client.h"
+#include "kube/pod_requeue.h"
 #include "kube/kube_reflector.h"
 #include "state/mirror.h"
 
@@ -46,6 +54,9 @@ ABSL_DECLARE_FLAG(absl::Duration, leader_elect_renew_deadline);
 ABSL_DECLARE_FLAG(absl::Duration, leader_elect_retry_period);
 ABSL_DECLARE_FLAG(std::string, leader_elect_resource_name);
 ABSL_DECLARE_FLAG(std::string, leader_elect_resource_namespace);
+ABSL_DECLARE_FLAG(bool, takeover_requeue);
+ABSL_DECLARE_FLAG(double, takeover_requeue_qps);
+ABSL_DECLARE_FLAG(absl::Duration, takeover_requeue_settle);
 
 namespace gse {
 
@@ -62,7 +73,12 @@ struct LiveClusterOptions {
   ReflectorOptions reflector;  // on_synced is set by LiveCluster
   ApiBinderOptions binder;
   bool leader_elect = false;
-  LeaderElectionOptions election;  // on_change is set by LiveCluster
+  LeaderElectionOptions election;  // on_change and on_holder are set by LiveCluster
+  bool requeue = true;             // --takeover-requeue
+  PodRequeueOptions requeue_options;  // `wants` is set by LiveCluster (catalog requests)
+  // Longest wait in Stop() for the binds in flight before the lease is released; they are
+  // bounded by binder.deadline (--bind-timeout), so that plus a margin.
+  absl::Duration drain_timeout = absl::ZeroDuration();  // zero: binder.deadline + 1 s
   int connect_attempts = 5;        // start-up reachability check
   absl::Duration connect_backoff = absl::Seconds(1);
   // Called on every change of (synced, leader), e.g. for MirrorMetrics::SetSynced/SetLeader.
@@ -88,14 +104,22 @@ class LiveCluster {
 
   Binder* binder() { return binder_.get(); }
   KubeClient* client() { return client_.get(); }
+  const KubeClient* client() const { return client_.get(); }
 
-  // Sets the service not ready, starts the reflector and (with --leader-elect) the elector.
+  // Sets the service not ready, starts the reflector, the requeuer and (with --leader-elect)
+  // the elector.
   void Start(ExtenderService* service);
-  // Stops deciding at once (not ready), releases the lease, stops the watches.
+  // Stops deciding at once (not ready: "shutting down"), waits until the binds in flight have
+  // answered (at most drain_timeout) so that no bind of ours can still commit once another
+  // replica may lead, then releases the lease and stops the watches.
   void Stop();
 
   bool synced() const;
   bool leader() const;  // true without leader election
+  // Leader election's view (all zero / "" without election).
+  LeadershipStats leadership() const;
+  std::string lease_holder() const;
+  PodRequeueCounters requeue_counters() const;
   ReflectorCounters reflector_counters() const;
   // Failed API calls outside the reflector (they only grow), for gse_api_errors_total.
   struct ApiCallErrors {
@@ -109,7 +133,10 @@ class LiveCluster {
  private:
   LiveCluster(LiveClusterOptions options, Mirror* mirror, std::unique_ptr<KubeClient> client,
               std::unique_ptr<KubeClient> election_client);
+  // Recomputes readiness from (stopped, synced, leader, holder), tells the service and
+  // on_state, and starts or cancels the requeue when readiness turns on or off.
   void Update();
+  std::string LeaseName() const;
 
   LiveClusterOptions options_;
   Mirror* const mirror_;
@@ -120,13 +147,21 @@ class LiveCluster {
   std::unique_ptr<KubeClient> election_client_;
   std::unique_ptr<ApiBinder> binder_;
   std::unique_ptr<KubeReflector> reflector_;
+  // Set by Start() before any thread of theirs (or the reflector's) runs, read-only after.
   std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<PodRequeuer> requeuer_;
+  // Names this process's take-overs in the requeue annotation: the elector's identity, or a
+  // fresh one without election.
+  std::string term_prefix_;
 
   mutable absl::Mutex mu_;
   ExtenderService* service_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   bool leader_ ABSL_GUARDED_BY(mu_) = false;
+  std::string holder_ ABSL_GUARDED_BY(mu_);  // the Lease holder as the elector last saw it
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;   // what the service was last told
+  int64_t terms_ ABSL_GUARDED_BY(mu_) = 0;    // times it became ready
 };
 
 }  // namespace gse

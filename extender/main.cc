@@ -1,8 +1,10 @@
 // gpu-slice-extender: the kube-scheduler extender binary.
 //
 // Loads a GPU catalog (built-in by default) and a cluster snapshot (the embedded demo cluster
-// by default), builds the mirror, and serves the extender verbs, health, metrics and debug
-// state over HTTP or HTTPS until SIGTERM/SIGINT, then drains and exits 0.
+// by default; with --kubeconfig or in a pod, the Kubernetes API instead), builds the mirror,
+// and serves the extender verbs, health, metrics and debug state over HTTP or HTTPS until
+// SIGTERM/SIGINT. Then it stops deciding, lets the binds in flight finish, releases the leader
+// Lease (LiveCluster::Stop), answers the requests in flight and exits 0.
 //
 // Exit codes: 0 after a signal-initiated stop, 2 for any configuration error (every message
 // names the flag and the value or file), 1 when the server fails while running.
@@ -455,12 +457,38 @@ std::string Inventory(const ClusterState& state) {
   return out;
 }
 
+// Where the cluster state comes from, for the banner: the API server (live) or a snapshot.
+std::string LiveSource(const LiveCluster& live, const LiveClusterOptions& options) {
+  std::string out = absl::StrCat("  cluster state: the Kubernetes API server ",
+                                 live.client()->config().server, " (",
+                                 options.kubeconfig.empty() ? "in-cluster service account"
+                                                            : "--kubeconfig " + options.kubeconfig,
+                                 "); not ready until the first full list is applied\n");
+  if (options.leader_elect) {
+    absl::StrAppend(&out, "  leader election: Lease ", options.election.lease_namespace, "/",
+                    options.election.lease_name, ", only the leader is ready; take-over after "
+                    "at most ", absl::FormatDuration(options.election.lease_duration), " + 1.2 x ",
+                    absl::FormatDuration(options.election.retry_period),
+                    " after the leader's last renewal\n");
+  }
+  if (!absl::GetFlag(FLAGS_snapshot).empty()) {
+    absl::StrAppend(&out, "  --snapshot is ignored: the API server is the cluster state\n");
+  }
+  return out;
+}
+
+// `live_source` empty: standalone, the snapshot is the whole truth.
 std::string Banner(const Config& config, const HttpServer& server, const Mirror& mirror,
-                   const PlacementPolicy& policy) {
-  std::string out =
-      absl::StrCat("gpu-slice-extender ", Version(), "\n  loaded ", config.catalog_source, " (",
-                   config.catalog->size(), " offerings) and ", config.snapshot_source, "\n");
-  absl::StrAppend(&out, mirror.Read([](const ClusterState& s) { return Inventory(s); }));
+                   const PlacementPolicy& policy, const std::string& live_source) {
+  std::string out = absl::StrCat("gpu-slice-extender ", Version(), "\n  loaded ",
+                                 config.catalog_source, " (", config.catalog->size(),
+                                 " offerings)");
+  if (live_source.empty()) {
+    absl::StrAppend(&out, " and ", config.snapshot_source, "\n");
+    absl::StrAppend(&out, mirror.Read([](const ClusterState& s) { return Inventory(s); }));
+  } else {
+    absl::StrAppend(&out, "\n", live_source);
+  }
   absl::StrAppend(&out, "  policy: ", policy.name(), ", ", server.threads(),
                   " HTTP threads ready (up to ", server.threads() + server.max_concurrent_binds(),
                   "; at most ", server.max_concurrent_binds(), " binds at once)\n");
@@ -477,7 +505,7 @@ std::string Banner(const Config& config, const HttpServer& server, const Mirror&
   if (!config.http.tls.client_ca_file.empty()) {
     absl::StrAppend(&curl, " --cert CLIENT.crt --key CLIENT.key");
   }
-  const bool demo = config.snapshot_source.rfind("snapshot ", 0) != 0;
+  const bool demo = live_source.empty() && config.snapshot_source.rfind("snapshot ", 0) != 0;
   absl::StrAppend(&out, "try it",
                   demo ? "" : " (the example requests name the demo cluster's nodes)", ":\n");
   for (const char* verb : {"filter", "prioritize", "bind"}) {
@@ -486,6 +514,31 @@ std::string Banner(const Config& config, const HttpServer& server, const Mirror&
   }
   absl::StrAppend(&out, "  ", curl, " ", root, "/debug/state\n");
   return out;
+}
+
+// Leader transitions, leaderless time and the take-over requeue: the increments since the
+// last report (the counters only grow).
+void ReportFailover(const LiveCluster& live, ExtenderMetrics& metrics, LeadershipStats* reported,
+                    PodRequeueCounters* reported_requeue) {
+  const LeadershipStats now = live.leadership();
+  metrics.ObserveLeaderTransition("acquired", now.acquisitions - reported->acquisitions);
+  metrics.ObserveLeaderTransition("lost", now.losses - reported->losses);
+  if (now.leaderless_measured > reported->leaderless_measured) {
+    metrics.ObserveLeaderless(absl::ToDoubleSeconds(now.leaderless_total -
+                                                    reported->leaderless_total),
+                              absl::ToDoubleSeconds(now.last_leaderless));
+  }
+  *reported = now;
+  const PodRequeueCounters q = live.requeue_counters();
+  const PodRequeueCounters& was = *reported_requeue;
+  metrics.ObserveRequeuePods("touched", q.touched - was.touched);
+  metrics.ObserveRequeuePods("already", q.already - was.already);
+  metrics.ObserveRequeuePods("changed", q.changed - was.changed);
+  metrics.ObserveRequeuePods("failed", q.failed - was.failed);
+  metrics.ObserveRequeuePasses("completed", q.passes - was.passes);
+  metrics.ObserveRequeuePasses("list_failed", q.passes_failed - was.passes_failed);
+  metrics.ObserveRequeuePasses("cancelled", q.passes_cancelled - was.passes_cancelled);
+  *reported_requeue = q;
 }
 
 int Run(int argc, char** argv) {
@@ -518,6 +571,7 @@ int Run(int argc, char** argv) {
   // Live cluster (--kubeconfig, or in a pod): the API server is the truth; the mirror is
   // built from its lists before the first decision (the service is not ready until then).
   std::unique_ptr<LiveCluster> live;
+  std::string live_source;  // for the banner
   if (LiveClusterRequested()) {
     absl::StatusOr<LiveClusterOptions> live_options = LiveClusterOptionsFromFlags();
     if (!live_options.ok()) Fail(kExitConfig, live_options.status().message());
@@ -529,10 +583,12 @@ int Run(int argc, char** argv) {
                                             absl::Duration waited) {
       metrics.ObserveApiWrite(op, sent, waited);
     };
+    const LiveClusterOptions banner_options = *live_options;
     absl::StatusOr<std::unique_ptr<LiveCluster>> connected =
         LiveCluster::Connect(*std::move(live_options), &mirror);
     if (!connected.ok()) Fail(kExitConfig, connected.status().message());
     live = std::move(*connected);
+    live_source = LiveSource(*live, banner_options);
   } else {
     mirror.Write([&](ClusterState& s) { s.ApplyBatch(config->snapshot); });
     mirror_metrics.SetSynced(true);  // the snapshot is the whole truth standalone
@@ -553,7 +609,7 @@ int Run(int argc, char** argv) {
       HttpServer::Create(&service, &metrics, config->http);
   if (!server.ok()) Fail(kExitConfig, server.status().message());
   (*server)->Start();
-  std::fputs(Banner(*config, **server, mirror, service.policy()).c_str(), stderr);
+  std::fputs(Banner(*config, **server, mirror, service.policy(), live_source).c_str(), stderr);
   std::fflush(stderr);
 
   // std primitives rather than absl::Notification: ThreadSanitizer understands them without
@@ -573,7 +629,8 @@ int Run(int argc, char** argv) {
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
-    // Stop deciding at once and hand the lease to a follower before draining.
+    // Stop deciding at once; the binds in flight finish, then the lease goes to a follower
+    // (LiveCluster::Stop); then the HTTP server drains.
     if (live) live->Stop();
     request_stop(sig);
     (*server)->Stop();
@@ -584,6 +641,8 @@ int Run(int argc, char** argv) {
     std::unique_lock<std::mutex> lock(stop_mu);
     ReflectorCounters reported;  // what the metrics already show of the live cluster
     LiveCluster::ApiCallErrors reported_calls;
+    LeadershipStats reported_leadership;
+    PodRequeueCounters reported_requeue;
     while (!stop_cv.wait_for(lock, interval, [&] { return stopping.load(); })) {
       lock.unlock();
       mirror_metrics.Refresh();
@@ -609,6 +668,7 @@ int Run(int argc, char** argv) {
         metrics.ObserveApiError("get", calls.get - reported_calls.get);
         metrics.ObserveApiError("lease", calls.lease - reported_calls.lease);
         reported_calls = calls;
+        ReportFailover(*live, metrics, &reported_leadership, &reported_requeue);
       }
       lock.lock();
     }

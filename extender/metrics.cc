@@ -55,8 +55,8 @@ const prometheus::Histogram::BucketBoundaries& NodeCountBuckets() {
 constexpr const char* kOfferingBindOutcomes[] = {"bound",    "unit_taken", "quota",
                                                  "no_fit",   "api_error",  "client_throttled"};
 constexpr const char* kNoOfferingBindOutcomes[] = {
-    "bound",      "no_fit",      "api_error",   "client_throttled",
-    "overloaded", "not_synced",  "unknown_pod", "bad_request"};
+    "bound",      "no_fit",     "api_error",   "client_throttled", "overloaded",
+    "not_synced", "not_leader", "unknown_pod", "bad_request"};
 constexpr const char* kVerbs[] = {"filter", "prioritize", "bind", "preempt"};
 constexpr const char* kAffinityPlacements[] = {"own_unit", "new_unit"};
 constexpr const char* kSpillCauses[] = {"no_candidate_with_own_unit"};
@@ -227,6 +227,35 @@ struct ExtenderMetrics::Impl {
           .Help("Unix time of the last full list from the API server applied to the mirror (0: "
                 "never; always 0 standalone).")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& leader_transitions_family =
+      prometheus::BuildCounter()
+          .Name("gse_leader_transitions_total")
+          .Help("Times this replica became leader (event=acquired) or stopped leading "
+                "(event=lost).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& leaderless_family =
+      prometheus::BuildCounter()
+          .Name("gse_leader_leaderless_seconds_total")
+          .Help("Sum over this replica's take-overs of how long no replica led before it took "
+                "over (an upper bound, to within one Lease poll).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& last_leaderless_family =
+      prometheus::BuildGauge()
+          .Name("gse_leader_last_leaderless_seconds")
+          .Help("How long no replica led before this replica's last take-over (0: none yet).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& requeue_pods_family =
+      prometheus::BuildCounter()
+          .Name("gse_takeover_requeue_pods_total")
+          .Help("Pending GPU pods the take-over requeue touched (touched), found touched "
+                "already (already), found bound, deleted or changed first (changed), or failed "
+                "to patch (failed).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& requeue_passes_family =
+      prometheus::BuildCounter()
+          .Name("gse_takeover_requeue_passes_total")
+          .Help("Passes of the take-over requeue, by outcome (completed|list_failed|cancelled).")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build_family =
       prometheus::BuildGauge()
           .Name("gse_build_info")
@@ -256,6 +285,11 @@ struct ExtenderMetrics::Impl {
   SeriesCache<prometheus::Histogram> write_waits{write_wait_family, {"op"}, WriteWaitBuckets()};
   SeriesCache<prometheus::Counter> writes_not_sent{writes_not_sent_family, {"op"}};
   SeriesCache<prometheus::Gauge> in_flight{in_flight_family, {"verb"}};
+  SeriesCache<prometheus::Counter> leader_transitions{leader_transitions_family, {"event"}};
+  SeriesCache<prometheus::Counter> requeue_pods{requeue_pods_family, {"outcome"}};
+  SeriesCache<prometheus::Counter> requeue_passes{requeue_passes_family, {"outcome"}};
+  prometheus::Counter& leaderless = leaderless_family.Add({});
+  prometheus::Gauge& last_leaderless = last_leaderless_family.Add({});
 
   Impl() {
     build_family.Add({{"version", GSE_VERSION}, {"revision", GSE_GIT_REVISION}}).Set(1);
@@ -279,6 +313,9 @@ struct ExtenderMetrics::Impl {
     api_errors.Get({kOther});
     for (const char* k : kDriftKinds) drift_repairs.Get({k});
     drift_repairs.Get({kOther});
+    for (const char* e : kLeaderEvents) leader_transitions.Get({e});
+    for (const char* o : kRequeuePodOutcomes) requeue_pods.Get({o});
+    for (const char* o : kRequeuePassOutcomes) requeue_passes.Get({o});
   }
 };
 
@@ -368,6 +405,27 @@ void ExtenderMetrics::SetLastSync(absl::Time when) {
   impl_->last_sync.Set(when == absl::InfinitePast()
                            ? 0
                            : absl::ToDoubleSeconds(when - absl::UnixEpoch()));
+}
+
+void ExtenderMetrics::ObserveLeaderTransition(absl::string_view event, int64_t n) {
+  if (n <= 0) return;
+  impl_->leader_transitions.Get({Bounded(kLeaderEvents, event)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveLeaderless(double seconds_added, double last_seconds) {
+  if (seconds_added > 0) impl_->leaderless.Increment(seconds_added);
+  impl_->last_leaderless.Set(last_seconds);
+}
+
+void ExtenderMetrics::ObserveRequeuePods(absl::string_view outcome, int64_t n) {
+  if (n <= 0) return;
+  impl_->requeue_pods.Get({Bounded(kRequeuePodOutcomes, outcome)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveRequeuePasses(absl::string_view outcome, int64_t n) {
+  if (n <= 0) return;
+  impl_->requeue_passes.Get({Bounded(kRequeuePassOutcomes, outcome)})
+      .Increment(static_cast<double>(n));
 }
 
 prometheus::Registry& ExtenderMetrics::registry() { return *impl_->registry; }

@@ -36,6 +36,11 @@ class ExtenderMetrics {
   static constexpr const char* kDriftKinds[] = {"pod", "node", "project_quota"};
   // Writes paced by the client's write limiter (kube/write_limiter.h).
   static constexpr const char* kApiWriteOps[] = {"bind", "lease"};
+  static constexpr const char* kLeaderEvents[] = {"acquired", "lost"};
+  static constexpr const char* kRequeuePodOutcomes[] = {"touched", "already", "changed",
+                                                        "failed"};
+  static constexpr const char* kRequeuePassOutcomes[] = {"completed", "list_failed",
+                                                         "cancelled"};
 
   // Creates at 0 the per-offering series that dashboards and alerts query: gse_bind_total for
   // every offering and bind outcome (and "none" for requests that name no offering), and for
@@ -76,6 +81,16 @@ class ExtenderMetrics {
   // When the last full list from the API server was applied to the mirror (0 until then, and
   // always 0 standalone, where the snapshot loaded at start-up is the whole truth).
   void SetLastSync(absl::Time when);
+
+  // Leader election (kube/leader_election.h LeadershipStats): transitions of this replica
+  // (event: kLeaderEvents), and at its acquisitions the bound on how long no replica led
+  // (the increment of the total, and the last value).
+  void ObserveLeaderTransition(absl::string_view event, int64_t n = 1);
+  void ObserveLeaderless(double seconds_added, double last_seconds);
+  // The take-over requeue (kube/pod_requeue.h): pods by outcome (kRequeuePodOutcomes) and
+  // passes by outcome (kRequeuePassOutcomes).
+  void ObserveRequeuePods(absl::string_view outcome, int64_t n);
+  void ObserveRequeuePasses(absl::string_view outcome, int64_t n);
 
   prometheus::Registry& registry();
   // Text exposition format (Content-Type text/plain; version=0.0.4).

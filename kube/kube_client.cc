@@ -745,9 +745,11 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
     if (!token.empty()) headers.emplace("Authorization", absl::StrCat("Bearer ", token));
     std::string full = base_path_ + path;
     absl::Time start = absl::Now();
-    httplib::Result r = method == "GET"    ? c->Get(full, headers)
-                        : method == "POST" ? c->Post(full, headers, *body, "application/json")
-                                           : c->Put(full, headers, *body, "application/json");
+    httplib::Result r = method == "GET"     ? c->Get(full, headers)
+                        : method == "POST"  ? c->Post(full, headers, *body, "application/json")
+                        : method == "PATCH" ? c->Patch(full, headers, *body,
+                                                       "application/merge-patch+json")
+                                            : c->Put(full, headers, *body, "application/json");
     if (!r) {
       long verify = 0;
       if (auto* ssl = dynamic_cast<httplib::SSLClient*>(c.get())) verify = ssl->get_openssl_verify_result();
@@ -804,6 +806,12 @@ absl::StatusOr<std::string> KubeClient::PutWithTimeout(const std::string& path,
                                                        const std::string& body,
                                                        absl::Duration timeout) {
   return Unary("PUT", path, &body, timeout);
+}
+
+absl::StatusOr<std::string> KubeClient::MergePatchWithTimeout(const std::string& path,
+                                                              const std::string& patch,
+                                                              absl::Duration timeout) {
+  return Unary("PATCH", path, &patch, timeout);
 }
 
 absl::Status KubeClient::CheckReachable(int attempts, absl::Duration initial_backoff) {

@@ -1,12 +1,12 @@
 // KubeClient: a small Kubernetes REST client (cpp-httplib, HTTPS with CA verification) for the
-// calls the extender makes: paged lists, streaming watches, binding POSTs and Lease get/create/
-// update.
+// calls the extender makes: paged lists, streaming watches, binding POSTs, Lease get/create/
+// update and merge patches of pods (the take-over requeue).
 //
 // Contract:
 //  * Configuration comes from the pod's service account (in-cluster) or a kubeconfig file.
 //    Loading validates everything it can before any connection (files exist, PEM parses,
 //    current context exists) and names the file and field that is wrong.
-//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT) pass the
+//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT, PATCH) pass the
 //    client's WriteLimiter (kube/write_limiter.h: qps, burst, first come first served) before
 //    they are sent, and the timeout starts when the write is sent (as client-go throttles
 //    before it applies its timeout). A write waits for the limiter until its `send_by` (by
@@ -163,6 +163,12 @@ class KubeClient {
   // exchange by `timeout` from when it is sent). IsNotSent() when it could not be sent in time.
   absl::StatusOr<std::string> PostWithin(const std::string& path, const std::string& body,
                                          absl::Duration timeout, const WriteDeadline& deadline);
+  // PATCH with a JSON merge patch (RFC 7386, Content-Type application/merge-patch+json). A
+  // metadata.resourceVersion in the patch is a precondition: 409 Conflict when the object
+  // changed since. A write: passes the limiter like POST and PUT.
+  absl::StatusOr<std::string> MergePatchWithTimeout(const std::string& path,
+                                                    const std::string& patch,
+                                                    absl::Duration timeout);
 
   // Lists `path` (e.g. "/api/v1/pods") page by page (limit + continue). `on_page` gets each
   // parsed page (a *List object with `items`); an error from it ends the list. The list's

@@ -110,7 +110,17 @@ bool LeaderElector::IsLeader() const {
 
 int64_t LeaderElector::acquisitions() const {
   absl::MutexLock lock(&mu_);
-  return acquisitions_;
+  return stats_.acquisitions;
+}
+
+LeadershipStats LeaderElector::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+std::string LeaderElector::holder() const {
+  absl::MutexLock lock(&mu_);
+  return holder_;
 }
 
 void LeaderElector::Log(const std::string& event, const std::string& detail) const {
@@ -154,18 +164,42 @@ absl::Duration LeaderElector::CallTimeout() const {
 }
 
 void LeaderElector::SetLeading(bool leading) {
+  std::string detail;
   {
     absl::MutexLock lock(&mu_);
     if (leading_ == leading) return;
     leading_ = leading;
-    if (leading) ++acquisitions_;
+    if (leading) {
+      ++stats_.acquisitions;
+      if (pending_leaderless_ >= absl::ZeroDuration()) {
+        stats_.leaderless_total += pending_leaderless_;
+        stats_.last_leaderless = pending_leaderless_;
+        ++stats_.leaderless_measured;
+        detail = absl::StrCat("leaderless at most ", absl::FormatDuration(pending_leaderless_));
+      }
+    } else {
+      ++stats_.losses;
+    }
   }
-  Log(leading ? "became_leader" : "stopped_leading", "");
+  pending_leaderless_ = -absl::InfiniteDuration();
+  Log(leading ? "became_leader" : "stopped_leading", detail);
   if (options_.on_change) options_.on_change(leading);
+}
+
+void LeaderElector::SetHolder(const std::string& holder) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (holder_ == holder) return;
+    holder_ = holder;
+  }
+  if (options_.on_holder) options_.on_holder(holder);
 }
 
 LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
   const absl::Time now = absl::Now();
+  const absl::Time previous_poll = last_poll_;
+  last_poll_ = now;
+  others_expiry_ = absl::InfiniteFuture();
   const std::string now_text = FormatMicroTime(now);
   absl::StatusOr<std::string> got = client_->GetWithTimeout(LeasePath(false), CallTimeout());
   if (!got.ok()) {
@@ -187,6 +221,8 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
       return Outcome::kFailed;
     }
     observed_record_.clear();
+    // No record to replace: nobody led before (or the Lease was deleted); nothing to measure.
+    SetHolder(identity_);
     return Outcome::kHeld;
   }
   rapidjson::Document doc;
@@ -208,11 +244,16 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
   if (record != observed_record_) {
     observed_record_ = record;
     observed_at_ = now;
+    observed_after_ = previous_poll;  // the record changed after our previous look
   }
   absl::Duration duration = duration_s > 0 ? absl::Seconds(duration_s) : options_.lease_duration;
   if (!holder.empty() && holder != identity_ && now < observed_at_ + duration) {
+    others_expiry_ = observed_at_ + duration;
+    SetHolder(holder);
     return Outcome::kHeldByOther;
   }
+  // Free, expired on our clock, or ours.
+  if (holder != identity_ || !leading) SetHolder("");
   auto& alloc = doc.GetAllocator();
   auto set = [&](const char* key, rapidjson::Value v) {
     if (spec.HasMember(key)) {
@@ -240,6 +281,12 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
     }
     return Outcome::kFailed;
   }
+  if (!leading && holder != identity_ && observed_after_ != absl::InfinitePast()) {
+    // We replaced another holder's record (expired or released) whose last change we saw
+    // happen between two of our polls: it was written after observed_after_.
+    pending_leaderless_ = absl::Now() - observed_after_;
+  }
+  SetHolder(identity_);
   return Outcome::kHeld;
 }
 
@@ -278,6 +325,7 @@ void LeaderElector::Run() {
     bool leading = IsLeader();
     if (leading && absl::Now() - last_renew >= options_.renew_deadline) {
       SetLeading(false);  // renewals kept failing: step down before the lease can expire
+      SetHolder("");      // and who leads next is not known until a read succeeds
       leading = false;
     }
     Outcome outcome = TryAcquireOrRenew(leading);
@@ -290,11 +338,19 @@ void LeaderElector::Run() {
         SetLeading(false);  // someone else holds it: stop deciding at once
       } else if (now - last_renew >= options_.renew_deadline) {
         SetLeading(false);
+        SetHolder("");
       }
     }
     // client-go jitters acquisition attempts (factor 1.2); renewals run on the period.
     absl::Duration wait = IsLeader() ? options_.retry_period
                                      : options_.retry_period * jitter(rng);
+    if (!IsLeader() && others_expiry_ != absl::InfiniteFuture()) {
+      // Another holder's record expires on our clock before the next period would end: look
+      // again right then instead of up to 1.2 retry periods later (what made a take-over after
+      // a crash last up to lease duration + 2 x 1.2 retry periods).
+      wait = std::min(wait, std::max(absl::Milliseconds(1),
+                                     others_expiry_ - absl::Now() + absl::Milliseconds(1)));
+    }
     if (IsLeader()) {
       // Wake in time to step down exactly at the renew deadline if renewals keep failing.
       wait = std::min(wait, std::max(absl::Milliseconds(1),
@@ -313,6 +369,7 @@ void LeaderElector::Run() {
   if (IsLeader()) {
     if (options_.release_on_stop) Release();
     SetLeading(false);
+    SetHolder("");
   }
 }
 

@@ -2,16 +2,25 @@
 // (client-go leaderelection) does it, so that of several extender replicas only one decides.
 //
 // Contract:
-//  * Every retry_period the elector reads the Lease. Absent: it creates it holding it. Held
-//    by another identity whose record changed less than leaseDurationSeconds ago (judged on
-//    our own clock from when we saw the record change, never on the holder's timestamps): it
-//    waits. Otherwise (free, expired, or ours) it writes itself in with the resourceVersion it
-//    read; a 409 means someone else wrote first and it tries again next period.
+//  * Every retry_period (x 1.0-1.2 jitter while following, as client-go) the elector reads the
+//    Lease. Absent: it creates it holding it. Held by another identity whose record changed
+//    less than leaseDurationSeconds ago (judged on our own clock from when we saw the record
+//    change, never on the holder's timestamps): it waits, and wakes at the moment that record
+//    expires on our clock if that comes before the next period. Otherwise (free, expired, or
+//    ours) it writes itself in with the resourceVersion it read; a 409 means someone else
+//    wrote first and it tries again next period.
+//  * Take-over time after a leader dies: the follower sees the dead leader's last renewal up
+//    to 1.2 x retry_period after it was written, and takes over lease_duration after seeing
+//    it (plus one Lease GET and PUT): at most lease_duration + 1.2 x retry_period after the
+//    last renewal (17.4 s with kube-scheduler's defaults 15 s / 2 s), see docs/failover.md.
 //  * The leader renews every retry_period. It stops leading at once when it sees another
 //    holder, and when no renewal succeeded for renew_deadline (< lease_duration, so it steps
 //    down before any follower may take over). on_change(false) is called right then.
 //  * Stop() releases a held lease (holder cleared) so a follower takes over without waiting
 //    for expiry, then calls on_change(false).
+//  * It reports who leads as far as it can see (holder(): the Lease's holderIdentity while
+//    that record is unexpired on our clock, "" otherwise), and counts its own transitions and
+//    how long the lease had no live holder before each of its acquisitions (stats()).
 //  * Thread-safe; callbacks run on the elector's thread and must not block for long.
 #ifndef GSE_KUBE_LEADER_ELECTION_H_
 #define GSE_KUBE_LEADER_ELECTION_H_
@@ -39,6 +48,8 @@ struct LeaderElectionOptions {
   absl::Duration retry_period = absl::Seconds(2);
   bool release_on_stop = true;
   std::function<void(bool leading)> on_change;
+  // Called when holder() changes (after on_change when both change at once).
+  std::function<void(const std::string& holder)> on_holder;
   std::function<void(const std::string& json_line)> log;  // default: stderr
 };
 
@@ -48,6 +59,20 @@ absl::Status ValidateLeaderElectionOptions(const LeaderElectionOptions& options)
 std::string DefaultIdentity();
 // RFC 3339 with microseconds, as metav1.MicroTime ("2026-11-29T10:00:00.000000Z").
 std::string FormatMicroTime(absl::Time t);
+
+// What an elector saw of its own leadership; the counters only grow.
+struct LeadershipStats {
+  int64_t acquisitions = 0;  // times it became leader
+  int64_t losses = 0;        // times it stopped leading (lost the lease, renew deadline, stop)
+  // At each acquisition that replaced another holder's record (expired or released): the time
+  // from the last poll before the one that first showed that record's last change to the
+  // acquisition. The previous holder's last renewal (or release) was written after that poll,
+  // so this bounds from above how long no replica led, to within one poll period. Its sum,
+  // and the last value.
+  absl::Duration leaderless_total = absl::ZeroDuration();
+  absl::Duration last_leaderless = absl::ZeroDuration();
+  int64_t leaderless_measured = 0;  // acquisitions that contributed to leaderless_total
+};
 
 class LeaderElector {
  public:
@@ -62,6 +87,10 @@ class LeaderElector {
   const std::string& identity() const { return identity_; }
   // Times this elector became leader (tests, metrics).
   int64_t acquisitions() const;
+  LeadershipStats stats() const;
+  // The identity that holds an unexpired Lease as this elector last saw it (its own while it
+  // leads); "" when the lease is free, expired on our clock, or not read yet.
+  std::string holder() const;
   // Lease calls that failed (error answers other than a lost update race or a missing lease,
   // transport failures, a body that is not a Lease), for gse_api_errors_total{op="lease"}.
   int64_t lease_errors() const { return lease_errors_.load(); }
@@ -72,6 +101,7 @@ class LeaderElector {
   Outcome TryAcquireOrRenew(bool leading);
   void Release();
   void SetLeading(bool leading);
+  void SetHolder(const std::string& holder);
   void Log(const std::string& event, const std::string& detail) const;
   std::string LeasePath(bool collection) const;
   absl::Duration CallTimeout() const;
@@ -83,12 +113,20 @@ class LeaderElector {
   // Observed record, for expiry on our own clock (only the elector thread uses these).
   std::string observed_record_;
   absl::Time observed_at_ = absl::InfinitePast();
+  // The poll before the one at observed_at_: the record changed after it (leaderless bound).
+  absl::Time observed_after_ = absl::InfinitePast();
+  absl::Time last_poll_ = absl::InfinitePast();
+  // When the record held by another identity expires on our clock (InfiniteFuture: none).
+  absl::Time others_expiry_ = absl::InfiniteFuture();
+  // Leaderless bound of the acquisition in progress (negative: not measured).
+  absl::Duration pending_leaderless_ = -absl::InfiniteDuration();
 
   mutable absl::Mutex mu_;
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t acquisitions_ ABSL_GUARDED_BY(mu_) = 0;
+  LeadershipStats stats_ ABSL_GUARDED_BY(mu_);
+  std::string holder_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> lease_errors_{0};
   std::thread thread_;
 };

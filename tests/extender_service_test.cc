@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "extender/pending_pods.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
@@ -144,11 +145,17 @@ class FakeBinder : public Binder {
                     const std::map<std::string, std::string>& annotations) override {
     absl::MutexLock lock(&mu_);
     calls_.push_back(Call{target, annotations});
+    mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &held_));
     return result_;
   }
   void SetResult(absl::Status s) {
     absl::MutexLock lock(&mu_);
     result_ = std::move(s);
+  }
+  // While held, Bind records its call and then waits (an API call in flight).
+  void Hold(bool held) {
+    absl::MutexLock lock(&mu_);
+    held_ = held;
   }
   std::vector<Call> calls() {
     absl::MutexLock lock(&mu_);
@@ -159,6 +166,7 @@ class FakeBinder : public Binder {
   absl::Mutex mu_;
   absl::Status result_ ABSL_GUARDED_BY(mu_);
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // What a filter answer says, after checking its shape (every key present, right types).
@@ -968,6 +976,73 @@ TEST_F(ExtenderServiceTest, NotReadyAnswersWithoutDeciding) {
   LoadExampleNodes();
   EXPECT_EQ(ReadFilterAnswer(service_->Filter(Protocol("filter-request-nodecache.json"))).passed,
             std::vector<std::string>{"gpu-node-a"});
+}
+
+TEST_F(ExtenderServiceTest, NotReadyAnswersSayWhy) {
+  const std::string lease = "gpu-slice-extender/gpu-slice-extender";
+  struct Case {
+    Readiness readiness;
+    std::string message;
+    std::string label;
+  };
+  const Case cases[] = {
+      {Readiness::NotLeader("node-7_ab12", lease),
+       "not the leader; node-7_ab12 leads (Lease gpu-slice-extender/gpu-slice-extender)",
+       "not_leader"},
+      {Readiness::NotLeader("", lease),
+       "not the leader; no replica holds the Lease gpu-slice-extender/gpu-slice-extender right "
+       "now (a take-over is under way)",
+       "not_leader"},
+      {Readiness::Stopping(), "extender is shutting down", "stopping"},
+      {Readiness::NotSynced(), kNotSynced, "not_synced"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    service_->SetReadiness(c.readiness);
+    EXPECT_FALSE(service_->Ready());
+    EXPECT_EQ(service_->readiness().label(), c.label);
+    EXPECT_EQ(ReadFilterAnswer(service_->Filter(Protocol("filter-request-nodecache.json"))).error,
+              c.message);
+    VerbResult p = service_->Prioritize(Protocol("prioritize-request.json"));
+    EXPECT_EQ(p.status, 503);
+    EXPECT_EQ(Json(p.body)["Error"].GetString(), c.message);
+    EXPECT_EQ(Json(service_->Bind(Protocol("bind-request.json")).body)["Error"].GetString(),
+              c.message);
+  }
+  EXPECT_TRUE(binder_.calls().empty());
+  EXPECT_EQ(service_->BindsInFlight(), 0);
+  service_->SetReadiness(Readiness::Ready());
+  EXPECT_TRUE(service_->Ready());
+  EXPECT_EQ(service_->readiness().label(), std::string("ready"));
+}
+
+// Shutdown waits for this count before the Lease is released (LiveCluster::Stop).
+TEST_F(ExtenderServiceTest, ABindInFlightIsCountedUntilItHasAnswered) {
+  LoadExampleNodes();
+  ASSERT_EQ(service_->Filter(Protocol("captured-k8s-1.26/k8s1.26-filter-request-nodecache-true.json"))
+                .status,
+            200);
+  binder_.Hold(true);
+  VerbResult answer;
+  std::thread bind([&] {
+    answer = service_->Bind(Protocol("captured-k8s-1.26/k8s1.26-bind-request.json"));
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (binder_.calls().empty() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(2));
+  ASSERT_EQ(binder_.calls().size(), 1u);
+  EXPECT_EQ(service_->BindsInFlight(), 1);
+  // Not ready from here on: new binds are refused (and not counted once answered), the one in
+  // flight is still counted.
+  service_->SetReadiness(Readiness::Stopping());
+  EXPECT_EQ(Json(service_->Bind(Protocol("bind-request.json")).body)["Error"].GetString(),
+            std::string("extender is shutting down"));
+  EXPECT_EQ(service_->BindsInFlight(), 1);
+  EXPECT_FALSE(service_->WaitForBindsToFinish(absl::Milliseconds(50)));
+  binder_.Hold(false);
+  EXPECT_TRUE(service_->WaitForBindsToFinish(absl::Seconds(10)));
+  bind.join();
+  EXPECT_EQ(answer.body, R"({"Error":""})");
+  EXPECT_EQ(service_->BindsInFlight(), 0);
 }
 
 // ------------------------------------------------------------------------------- debug state

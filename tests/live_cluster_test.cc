@@ -10,12 +10,7 @@
 #include "extender/live_cluster.h"
 
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +49,7 @@
 #include "state/mirror.h"
 #include "testsupport/fake_apiserver.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/process.h"
 #include "testsupport/paths.h"
 
 namespace gse {
@@ -555,8 +551,10 @@ TEST_F(LiveClusterTest, TwoExtendersOneLeaderTakeOverWithoutDoubleBooking) {
   std::vector<std::string> first, second;
   for (int i = 0; i < 5; ++i) first.push_back(Pod(fake_, "team-b", absl::StrCat("l-", i), {{kShared, "1"}}));
   for (const auto& [k, att] : ScheduleAll(*leader->service, first, 2, 3)) EXPECT_TRUE(att.bound()) << k;
-  // The follower refuses decisions.
-  EXPECT_THAT(ScheduleOnce(*follower->service, fake_, "team-b", "l-0").filter_error, HasSubstr("not synced"));
+  // The follower refuses decisions, and says why: it is synced, another replica leads.
+  EXPECT_THAT(ScheduleOnce(*follower->service, fake_, "team-b", "l-0").filter_error,
+              HasSubstr(absl::StrCat("not the leader; extender-", leader == a.get() ? "a" : "b",
+                                     " leads")));
 
   absl::Time stop = absl::Now();
   leader->live->Stop();  // steps down and releases the lease
@@ -611,6 +609,17 @@ TEST(LiveClusterFlagsTest, FlagErrorsNameTheFlag) {
   EXPECT_TRUE(o->leader_elect);
   EXPECT_EQ(o->election.lease_namespace, "gpu-slice-extender");
   EXPECT_EQ(o->client.write_qps, 5);
+  EXPECT_EQ(o->requeue_options.qps, 2.5);  // at most half of --api-qps
+  EXPECT_TRUE(o->requeue);
+  EXPECT_EQ(o->requeue_options.passes, 2);
+  absl::SetFlag(&FLAGS_takeover_requeue_qps, 0);
+  EXPECT_THAT(LiveClusterOptionsFromFlags().status().message(), HasSubstr("--takeover-requeue-qps=0"));
+  absl::SetFlag(&FLAGS_takeover_requeue_qps, 20);
+  absl::SetFlag(&FLAGS_takeover_requeue_settle, absl::Seconds(-1));
+  EXPECT_THAT(LiveClusterOptionsFromFlags().status().message(),
+              HasSubstr("--takeover-requeue-settle=-1s"));
+  absl::SetFlag(&FLAGS_takeover_requeue_settle, absl::ZeroDuration());
+  EXPECT_EQ(LiveClusterOptionsFromFlags()->requeue_options.passes, 1);
   EXPECT_EQ(o->reflector.resync_period, absl::Minutes(1));
 }
 
@@ -630,40 +639,8 @@ bool BinaryHasLiveFlags(const std::string& binary) {
   return out.find("--kubeconfig") != std::string::npos;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-pid_t Spawn(const std::string& binary, const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv = {binary};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, binary.c_str(), &actions, &attr, cargv.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  return pid;
-}
+using testing::FreePort;
+using testing::SpawnProcess;
 
 TEST_F(LiveClusterTest, SigkilledBinaryRestartsWithNothingLostAndNothingDoubleBooked) {
   const std::string binary = testing::BinPath("gpu-slice-extender");
@@ -708,7 +685,7 @@ TEST_F(LiveClusterTest, SigkilledBinaryRestartsWithNothingLostAndNothingDoubleBo
     }
   };
 
-  pid_t pid = Spawn(binary, args, log);
+  pid_t pid = SpawnProcess(binary, args, log);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(Eventually(ready, absl::Seconds(10))) << testing::ReadFileOrDie(log);
   std::atomic<bool> stop{false};
@@ -720,7 +697,7 @@ TEST_F(LiveClusterTest, SigkilledBinaryRestartsWithNothingLostAndNothingDoubleBo
   stop = true;
   driver.join();
 
-  pid = Spawn(binary, args, log);
+  pid = SpawnProcess(binary, args, log);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(Eventually(ready, absl::Seconds(10))) << testing::ReadFileOrDie(log);
   // What it rebuilt is exactly what the API server holds.
@@ -752,7 +729,7 @@ TEST_F(LiveClusterTest, BinaryReportsApiFailuresAndWatchRestartsOnMetrics) {
   const std::string key = Pod(fake_, "team-c", "m-0", {{kExclusive, "1"}});
   const int port = FreePort();
   const std::string log = dir_.File("metrics-extender.log");
-  pid_t pid = Spawn(binary,
+  pid_t pid = SpawnProcess(binary,
                     {absl::StrCat("--listen=127.0.0.1:", port),
                      absl::StrCat("--kubeconfig=", kubeconfig_), "--in-cluster=false",
                      "--audit-interval=100ms"},

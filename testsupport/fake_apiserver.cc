@@ -18,6 +18,7 @@
 
 #include <httplib.h>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -191,6 +192,79 @@ std::string BookmarkLine(absl::string_view resource, int64_t rv) {
 
 thread_local absl::Duration t_delay_after;
 thread_local bool t_truncate_body = false;
+
+// RFC 7386 JSON merge patch of `patch` into `target`: objects merge member by member, null
+// removes a member, anything else replaces.
+void MergePatch(Doc& doc, rapidjson::Value& target, const rapidjson::Value& patch) {
+  if (!target.IsObject()) target.SetObject();
+  for (const auto& m : patch.GetObject()) {
+    const std::string key = m.name.GetString();
+    if (m.value.IsNull()) {
+      target.RemoveMember(key.c_str());
+      continue;
+    }
+    if (!target.HasMember(key.c_str())) {
+      target.AddMember(rapidjson::Value(key.c_str(), doc.GetAllocator()), rapidjson::Value(),
+                       doc.GetAllocator());
+    }
+    rapidjson::Value& slot = target[key.c_str()];
+    if (m.value.IsObject()) {
+      MergePatch(doc, slot, m.value);
+    } else {
+      slot.CopyFrom(m.value, doc.GetAllocator());
+    }
+  }
+}
+
+// One term of a field selector: `field` = / == / != `value`.
+struct FieldTerm {
+  std::string field;
+  std::string value;
+  bool equal = true;
+};
+
+// Pod field selectors as kube-apiserver 1.26 supports the ones we use: spec.nodeName,
+// status.phase, metadata.name, metadata.namespace; comma = AND. Other fields: the API server's
+// 400 "field label not supported".
+absl::StatusOr<std::vector<FieldTerm>> ParseFieldSelector(absl::string_view text) {
+  std::vector<FieldTerm> terms;
+  if (text.empty()) return terms;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    FieldTerm t;
+    size_t op = part.find("!=");
+    size_t len = 2;
+    if (op != absl::string_view::npos) {
+      t.equal = false;
+    } else if ((op = part.find("==")) == absl::string_view::npos) {
+      op = part.find('=');
+      len = 1;
+    }
+    if (op == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid selector: '", text, "'"));
+    }
+    t.field = std::string(part.substr(0, op));
+    t.value = std::string(part.substr(op + len));
+    if (t.field != "spec.nodeName" && t.field != "status.phase" && t.field != "metadata.name" &&
+        t.field != "metadata.namespace") {
+      return absl::InvalidArgumentError(absl::StrCat("field label not supported: ", t.field));
+    }
+    terms.push_back(std::move(t));
+  }
+  return terms;
+}
+
+bool FieldsMatch(absl::string_view item, const std::vector<FieldTerm>& terms) {
+  if (terms.empty()) return true;
+  Doc doc;
+  doc.Parse(item.data(), item.size());
+  for (const FieldTerm& t : terms) {
+    const size_t dot = t.field.find('.');
+    const rapidjson::Value* section = Member(doc, t.field.substr(0, dot).c_str());
+    const std::string value = section ? Str(*section, t.field.substr(dot + 1).c_str()) : "";
+    if ((value == t.value) != t.equal) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -414,6 +488,7 @@ absl::Status FakeApiServer::Start() {
   server_->Get(".*", handler);
   server_->Post(".*", handler);
   server_->Put(".*", handler);
+  server_->Patch(".*", handler);
   server_->Delete(".*", handler);
 
   port_ = server_->bind_to_any_port("127.0.0.1");
@@ -839,6 +914,10 @@ void FakeApiServer::ServeObject(const Exchange& ex, const std::string& resource,
     ex.Reply(200, *obj);
     return;
   }
+  if (method == "PATCH" && resource == "pods") {
+    ServePodPatch(ex, ns, name);
+    return;
+  }
   if (method == "DELETE") {
     std::optional<std::string> obj = Get(resource, ns, name);
     if (!obj || !Delete(resource, ns, name)) {
@@ -852,8 +931,76 @@ void FakeApiServer::ServeObject(const Exchange& ex, const std::string& resource,
   ex.Reply(405, StatusBody(405, "MethodNotAllowed", "the server does not allow this method"));
 }
 
+void FakeApiServer::ServePodPatch(const Exchange& ex, const std::string& ns,
+                                  const std::string& name) {
+  const std::string type = ex.req->get_header_value("Content-Type");
+  if (type.rfind("application/merge-patch+json", 0) != 0) {
+    ex.Reply(415, StatusBody(415, "UnsupportedMediaType",
+                             absl::StrCat("the body of the request was in an unknown format - "
+                                          "accepted media types include: "
+                                          "application/merge-patch+json (fake apiserver), got ",
+                                          type)));
+    return;
+  }
+  Doc patch;
+  patch.Parse(ex.req->body.c_str());
+  if (patch.HasParseError() || !patch.IsObject()) {
+    ex.Reply(400, StatusBody(400, "BadRequest", "error decoding patch: invalid JSON object"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(ns, "/", name);
+  auto& pods = objects_["pods"];
+  auto it = pods.find(key);
+  if (it == pods.end()) {
+    ex.Reply(404, StatusBody(404, "NotFound", absl::StrCat("pods \"", name, "\" not found"), name,
+                             "pods"));
+    return;
+  }
+  Doc doc;
+  doc.Parse(it->second.item.c_str());
+  const rapidjson::Value* patch_meta = Member(patch, "metadata");
+  const std::string want_rv = patch_meta ? Str(*patch_meta, "resourceVersion") : "";
+  // A resourceVersion in the patch is a precondition, as in kube-apiserver's update.
+  if (!want_rv.empty() && want_rv != absl::StrCat(it->second.rv)) {
+    ex.Reply(409, StatusBody(409, "Conflict",
+                             absl::StrCat("Operation cannot be fulfilled on pods \"", name,
+                                          "\": the object has been modified; please apply your "
+                                          "changes to the latest version and try again"),
+                             name, "pods"));
+    return;
+  }
+  const std::string uid = Str(doc["metadata"], "uid");
+  const std::string before = it->second.item;
+  MergePatch(doc, doc, patch);
+  if (Str(doc["metadata"], "uid") != uid || Str(doc["metadata"], "name") != name ||
+      Str(doc["metadata"], "namespace") != ns) {
+    ex.Reply(422, StatusBody(422, "Invalid",
+                             absl::StrCat("Pod \"", name, "\" is invalid: metadata: field is immutable"),
+                             name, "Pod"));
+    return;
+  }
+  SetStr(doc, doc["metadata"], "resourceVersion", absl::StrCat(it->second.rv));
+  doc.RemoveMember("kind");
+  doc.RemoveMember("apiVersion");
+  // A patch that changes nothing is not a write: no new resourceVersion, no watch event.
+  if (Serialize(doc) != before) CommitLocked("pods", key, doc, "MODIFIED");
+  ex.Reply(200, pods[key].full);
+}
+
 void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
   const KindInfo* info = InfoOf(resource);
+  absl::StatusOr<std::vector<FieldTerm>> fields =
+      ParseFieldSelector(ex.req->get_param_value("fieldSelector"));
+  if (!fields.ok()) {
+    ex.Reply(400, StatusBody(400, "BadRequest", fields.status().message()));
+    return;
+  }
+  if (!fields->empty() && resource != "pods") {
+    ex.Reply(400, StatusBody(400, "BadRequest", absl::StrCat("field label not supported: ",
+                                                             fields->front().field)));
+    return;
+  }
   int64_t limit = 0;
   (void)absl::SimpleAtoi(ex.req->get_param_value("limit"), &limit);
   const std::string cont = ex.req->get_param_value("continue");
@@ -887,7 +1034,9 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
       }
     }
     fresh.rv = rv_;
-    for (const auto& [key, stored] : objects_[resource]) fresh.items.push_back(stored.item);
+    for (const auto& [key, stored] : objects_[resource]) {
+      if (FieldsMatch(stored.item, *fields)) fresh.items.push_back(stored.item);
+    }
     snap = &fresh;
   }
   size_t end = snap->items.size();

@@ -9,6 +9,11 @@
 //        a chunked watch stream: one JSON event per line, BOOKMARKs with allowWatchBookmarks,
 //        closed at timeoutSeconds, an ERROR event with code 410 for a compacted resourceVersion
 //   GET/DELETE /api/v1/namespaces/{ns}/pods/{name}, GET /api/v1/nodes/{name}
+//   PATCH /api/v1/namespaces/{ns}/pods/{name}             JSON merge patch (application/merge-
+//        patch+json, else 415); metadata.resourceVersion in the patch is a precondition (409
+//        Conflict); a patch that changes nothing writes nothing (no event); 404, 422 (uid/name)
+//   fieldSelector on pod lists: spec.nodeName, status.phase, metadata.name/namespace with =,
+//        ==, != (comma = and); another field is 400 "field label not supported"
 //   POST /api/v1/namespaces/{ns}/pods                     create a pod
 //   POST /api/v1/namespaces/{ns}/pods/{name}/binding      sets spec.nodeName and merges the
 //        Binding's metadata.annotations in one write; 409 on UID mismatch or an already bound
@@ -211,6 +216,7 @@ class FakeApiServer {
   void ServeWatch(const Exchange& ex, const std::string& resource);
   void ServeBinding(const Exchange& ex, const std::string& ns, const std::string& name);
   void ServeLease(const Exchange& ex, const std::string& ns, const std::string& name);
+  void ServePodPatch(const Exchange& ex, const std::string& ns, const std::string& name);
   void ServeObject(const Exchange& ex, const std::string& resource, const std::string& ns,
                    const std::string& name);
 
