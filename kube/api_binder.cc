@@ -122,6 +122,9 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
                              deadline};
   bool ambiguous = false;  // an attempt may have committed without us hearing the answer
   absl::Status last = absl::DeadlineExceededError("no attempt made");
+  // The last answer the API server itself gave (an HTTP status), kept for the error: a final
+  // attempt cut short by the deadline ("Read" timeout) says less than the 500 before it.
+  absl::Status last_answer;
   int attempt = 0;
   while (true) {
     absl::Duration remaining = deadline - absl::Now();
@@ -143,6 +146,7 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
     bind_errors_.fetch_add(1);
     last = r.status();
     KubeError e = KubeErrorOf(last);
+    if (e.http_code != 0) last_answer = last;
     if (e.http_code == 409 && (ambiguous || attempt > 1 || e.message.find("already assigned") != std::string::npos)) {
       // "already assigned": possibly by our own earlier attempt (or an earlier bind of
       // kube-scheduler's retry): the pod itself says whether it holds what we asked.
@@ -171,9 +175,15 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
     confirmed_by_read_.fetch_add(1);
     return absl::OkStatus();
   }
+  // Report the server's last answer when a later attempt only failed in transport, and say so.
+  std::string tail;
+  if (!last_answer.ok() && KubeErrorOf(last).http_code == 0) {
+    tail = absl::StrCat("; the last attempt: ", last.message());
+    last = last_answer;
+  }
   absl::Status out(last.code(), absl::StrCat(last.message(), " (", attempt, " attempt",
                                              attempt == 1 ? "" : "s", " within ",
-                                             absl::FormatDuration(options_.deadline), ")"));
+                                             absl::FormatDuration(options_.deadline), tail, ")"));
   // Keep the API's reason and message readable through KubeErrorOf.
   last.ForEachPayload(
       [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });

@@ -164,6 +164,33 @@ TEST_F(ApiBinderTest, PersistentServerErrorFailsWithinTheDeadlineWithTheReason) 
   EXPECT_EQ(Pod("team-a/nb-1").node, "");
 }
 
+// The error names what the API server answered, also when the last attempt was then cut short
+// by the deadline (a timeout says less than the 500 before it, and on a loaded machine the
+// last attempt is often the one the deadline cuts).
+TEST_F(ApiBinderTest, ErrorKeepsTheServersAnswerWhenTheLastAttemptTimesOut) {
+  FakeApiServer::Fault five_hundred;
+  five_hundred.method = "POST";
+  five_hundred.path_contains = "/binding";
+  five_hundred.status = 500;
+  five_hundred.times = 1;
+  fake_.AddFault(five_hundred);
+  FakeApiServer::Fault held;
+  held.method = "POST";
+  held.path_contains = "/binding";
+  held.hold = true;
+  held.times = -1;
+  fake_.AddFault(held);
+  ApiBinder binder = Binder(absl::Milliseconds(900), absl::Milliseconds(300));
+  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  fake_.ReleaseHeld();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(KubeErrorOf(s).http_code, 500);
+  EXPECT_EQ(KubeErrorOf(s).reason, "InternalError");
+  EXPECT_THAT(s.message(), HasSubstr("injected failure"));
+  EXPECT_THAT(s.message(), HasSubstr("the last attempt:"));
+  EXPECT_GE(binder.attempts(), 2);
+}
+
 // issue 14: a bind waits for the client's write limiter within its own deadline, and one
 // whose turn would come too late sends nothing, says so, and is no API error.
 TEST_F(ApiBinderTest, BindWaitsForTheWriteLimiterWithinItsDeadline) {

@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<ServedExtender>> ServedExtender::Start(
   live.connect_backoff = absl::Milliseconds(10);
   live.client = options.client;
   live.binder = options.binder;
+  live.requeue = options.takeover_requeue;
   live.reflector.resync_period = absl::ZeroDuration();
   live.reflector.log = [](const std::string&) {};
   ServedExtender* self = e.get();
