@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <stdexcept>
 #include <utility>
@@ -27,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "testsupport/json_edit.h"
 #include "testsupport/paths.h"
 
 namespace gse::testing {
@@ -100,50 +102,12 @@ X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key
 
 using Doc = rapidjson::Document;
 
-std::string Serialize(const rapidjson::Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  v.Accept(w);
-  return buf.GetString();
-}
-
-std::string Quote(absl::string_view s) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  return buf.GetString();
-}
-
-rapidjson::Value& Obj(Doc& doc, rapidjson::Value& parent, const char* key) {
-  if (!parent.HasMember(key) || !parent[key].IsObject()) {
-    if (parent.HasMember(key)) parent.RemoveMember(key);
-    parent.AddMember(rapidjson::Value(key, doc.GetAllocator()),
-                     rapidjson::Value(rapidjson::kObjectType), doc.GetAllocator());
-  }
-  return parent[key];
-}
-
-void SetStr(Doc& doc, rapidjson::Value& obj, const char* key, absl::string_view value) {
-  rapidjson::Value v(value.data(), static_cast<rapidjson::SizeType>(value.size()),
-                     doc.GetAllocator());
-  if (obj.HasMember(key)) {
-    obj[key] = v;
-  } else {
-    obj.AddMember(rapidjson::Value(key, doc.GetAllocator()), v, doc.GetAllocator());
-  }
-}
-
-std::string Str(const rapidjson::Value& obj, const char* key) {
-  if (!obj.IsObject()) return "";
-  auto it = obj.FindMember(key);
-  return it != obj.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
-}
-
-const rapidjson::Value* Member(const rapidjson::Value& obj, const char* key) {
-  if (!obj.IsObject()) return nullptr;
-  auto it = obj.FindMember(key);
-  return it == obj.MemberEnd() ? nullptr : &it->value;
-}
+using json::Member;
+using json::Obj;
+using json::Quote;
+using json::Serialize;
+using json::SetStr;
+using json::Str;
 
 struct KindInfo {
   const char* kind;
@@ -189,8 +153,32 @@ std::string BookmarkLine(absl::string_view resource, int64_t rv) {
                       R"(","creationTimestamp":null})", extra, "}}");
 }
 
+// The reason kube-apiserver gives with an injected status code.
+absl::string_view ReasonOf(int code) {
+  switch (code) {
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 429: return "TooManyRequests";
+    case 503: return "ServiceUnavailable";
+    case 504: return "Timeout";
+    default: return code >= 500 ? "InternalError" : "BadRequest";
+  }
+}
+
+std::string InjectedStatusBody(int code) {
+  return StatusBody(code, ReasonOf(code), absl::StrCat("fake apiserver: injected failure ", code));
+}
+
+bool IsWatch(const httplib::Request& req) {
+  const std::string w = req.get_param_value("watch");
+  return w == "1" || w == "true";
+}
+
+// Per request, set by the pre-routing handler of the thread that serves it.
 thread_local absl::Duration t_delay_after;
 thread_local bool t_truncate_body = false;
+thread_local int t_status_after_commit = 0;
+thread_local bool t_in_flight = false;  // counted in in_flight_ and not yet finished
 
 }  // namespace
 
@@ -359,27 +347,42 @@ absl::Status FakeApiServer::Start() {
   server_->set_read_timeout(10, 0);
   server_->set_write_timeout(10, 0);
 
-  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  // A request counts as in flight from here until its handler returned (or it was answered
+  // without one): after that no write of it can still commit.
+  auto end_in_flight = [this] {
+    if (!t_in_flight) return;
+    t_in_flight = false;
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  };
+  server_->set_pre_routing_handler([this, end_in_flight](const httplib::Request& req,
+                                                          httplib::Response& res) {
+    end_in_flight();  // never left set by an earlier request on this thread, but be sure
     t_delay_after = absl::ZeroDuration();
     t_truncate_body = false;
+    t_status_after_commit = 0;
     {
       absl::MutexLock lock(&mu_);
       ++request_counts_[absl::StrCat(req.method, " ", req.path)];
+      if (!IsWatch(req)) {
+        ++in_flight_;
+        t_in_flight = true;
+      }
     }
     std::string query;
     for (const auto& [k, v] : req.params) absl::StrAppend(&query, k, "=", v, "&");
     Fault fault;
     if (MatchFault(req.method, req.path, query, &fault)) {
       if (fault.delay_before > absl::ZeroDuration()) SleepUnlessStopping(fault.delay_before);
-      if (fault.status != 0) {
+      if (fault.status != 0 && !fault.status_after_commit) {
         res.status = fault.status;
-        res.set_content(StatusBody(fault.status, fault.status >= 500 ? "InternalError" : "BadRequest",
-                                   absl::StrCat("fake apiserver: injected failure ", fault.status)),
-                        "application/json");
+        res.set_content(InjectedStatusBody(fault.status), "application/json");
         // Answered before the body was read: the connection cannot carry another request.
         res.set_header("Connection", "close");
+        end_in_flight();
         return httplib::Server::HandlerResponse::Handled;
       }
+      if (fault.status_after_commit) t_status_after_commit = fault.status;
       t_delay_after = fault.delay_after;
       t_truncate_body = fault.truncate_body;
     }
@@ -387,17 +390,25 @@ absl::Status FakeApiServer::Start() {
       res.status = 401;
       res.set_content(StatusBody(401, "Unauthorized", "Unauthorized"), "application/json");
       res.set_header("Connection", "close");
+      end_in_flight();
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  server_->set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  server_->set_post_routing_handler([this, end_in_flight](const httplib::Request&,
+                                                           httplib::Response& res) {
+    end_in_flight();  // answered without a handler (no route): nothing more will commit
     if (t_truncate_body && !res.body.empty()) res.body.resize(res.body.size() / 2);
     if (t_delay_after > absl::ZeroDuration()) SleepUnlessStopping(t_delay_after);
   });
-  auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+  auto handler = [this, end_in_flight](const httplib::Request& req, httplib::Response& res) {
     Exchange ex{&req, &res, absl::StrSplit(req.path, '/')};
     Route(ex);
+    end_in_flight();
+    if (t_status_after_commit != 0) {  // the write is done; the answer says otherwise
+      res.status = t_status_after_commit;
+      res.set_content(InjectedStatusBody(t_status_after_commit), "application/json");
+    }
   };
   server_->Get(".*", handler);
   server_->Post(".*", handler);
@@ -450,6 +461,11 @@ bool FakeApiServer::MatchFault(const std::string& method, const std::string& pat
     if (!it->path_contains.empty() && path.find(it->path_contains) == std::string::npos) continue;
     if (!it->query_contains.empty() && query.find(it->query_contains) == std::string::npos) continue;
     *out = *it;
+    if (!it->label.empty()) {
+      ++fault_hits_[it->label];
+      fault_log_.push_back(FaultHit{it->label, absl::StrCat(method, " ", path)});
+      if (fault_log_.size() > 100000) fault_log_.pop_front();
+    }
     if (it->times > 0 && --it->times == 0) faults_.erase(it);
     return true;
   }
@@ -481,6 +497,39 @@ void FakeApiServer::TruncateWatchEvents(int n) {
   truncate_events_ += n;
 }
 
+void FakeApiServer::HoldWatches(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_after_rv_ = hold ? rv_ : -1;
+}
+
+void FakeApiServer::HoldWatchesAfter(int64_t resource_version) {
+  absl::MutexLock lock(&mu_);
+  hold_after_rv_ = std::max<int64_t>(0, resource_version);
+}
+
+std::map<std::string, int64_t> FakeApiServer::FaultHits() const {
+  absl::MutexLock lock(&mu_);
+  return fault_hits_;
+}
+
+std::vector<FakeApiServer::FaultHit> FakeApiServer::FaultLog() const {
+  absl::MutexLock lock(&mu_);
+  return std::vector<FaultHit>(fault_log_.begin(), fault_log_.end());
+}
+
+int FakeApiServer::InFlightRequests() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+bool FakeApiServer::WatchesCaughtUp() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, pos] : watch_positions_) {
+    if (pos < rv_) return false;
+  }
+  return true;
+}
+
 int64_t FakeApiServer::RequestCount(absl::string_view method, absl::string_view path_contains) const {
   absl::MutexLock lock(&mu_);
   int64_t n = 0;
@@ -506,6 +555,11 @@ int64_t FakeApiServer::watches_started() const {
 std::string FakeApiServer::resource_version() const {
   absl::MutexLock lock(&mu_);
   return absl::StrCat(rv_);
+}
+
+int64_t FakeApiServer::resource_version_number() const {
+  absl::MutexLock lock(&mu_);
+  return rv_;
 }
 
 void FakeApiServer::Compact() {
@@ -651,6 +705,15 @@ absl::Status FakeApiServer::SetPodPhase(absl::string_view namespace_name, absl::
                 [&](Doc& doc) { SetStr(doc, Obj(doc, doc, "status"), "phase", phase); });
 }
 
+std::vector<std::string> FakeApiServer::Objects(absl::string_view resource) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  auto r = objects_.find(std::string(resource));
+  if (r == objects_.end()) return out;
+  for (const auto& [key, stored] : r->second) out.push_back(stored.full);
+  return out;
+}
+
 std::vector<PodView> FakeApiServer::Pods() const {
   absl::MutexLock lock(&mu_);
   std::vector<PodView> out;
@@ -697,10 +760,6 @@ std::vector<PodView> FakeApiServer::Pods() const {
 void FakeApiServer::Route(const Exchange& ex) {
   const std::vector<std::string>& p = ex.parts;
   const std::string& method = ex.req->method;
-  auto is_watch = [&] {
-    std::string w = ex.req->get_param_value("watch");
-    return w == "1" || w == "true";
-  };
   const size_t n = p.size();
   if (n == 2 && p[1] == "version") {
     ex.Reply(200, R"({"major":"1","minor":"26","gitVersion":"v1.26.5","platform":"linux/amd64"})");
@@ -708,7 +767,7 @@ void FakeApiServer::Route(const Exchange& ex) {
   }
   if (n >= 4 && p[1] == "api" && p[2] == "v1") {
     if (n == 4 && method == "GET" && InfoOf(p[3]) != nullptr && p[3] != "leases") {
-      if (is_watch()) {
+      if (IsWatch(*ex.req)) {
         ServeWatch(ex, p[3]);
       } else {
         ServeList(ex, p[3]);
@@ -856,6 +915,7 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
 
 void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) {
   struct WatchState {
+    int64_t id = 0;
     int64_t pos = 0;
     absl::Time end;
     absl::Time next_bookmark;
@@ -885,7 +945,8 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
     state->expired = from < compacted_rv_;
     state->drop_generation = drop_generation_;
     ++open_watches_;
-    ++watches_started_;
+    state->id = ++watches_started_;
+    watch_positions_[state->id] = from;
   }
   ex.res->set_chunked_content_provider(
       "application/json",
@@ -894,34 +955,39 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
         bool finish = false;
         bool cut = false;
         {
-          // Wait (polling, see SleepUnlessStopping) for news, a bookmark or the end.
+          // Wait (polling, see SleepUnlessStopping) for news, a bookmark or the end. While
+          // watches are held, only events up to hold_after_rv_ are news.
           const absl::Time wake = std::min(
               {state->end, state->bookmarks ? state->next_bookmark : absl::InfiniteFuture(),
                absl::Now() + absl::Milliseconds(200)});
           while (absl::Now() < wake) {
             {
               absl::MutexLock lock(&mu_);
-              if (stopping_ || drop_generation_ != state->drop_generation ||
-                  (!log_.empty() && log_.back().rv > state->pos) || state->pos < compacted_rv_ ||
-                  state->expired) {
-                break;
-              }
+              if (stopping_ || drop_generation_ != state->drop_generation) break;
+              if (hold_after_rv_ < 0 && (state->pos < compacted_rv_ || state->expired)) break;
+              auto next = std::upper_bound(log_.begin(), log_.end(), state->pos,
+                                           [](int64_t rv, const Event& e) { return rv < e.rv; });
+              if (next != log_.end() && (hold_after_rv_ < 0 || next->rv <= hold_after_rv_)) break;
             }
             absl::SleepFor(absl::Milliseconds(3));
           }
           absl::MutexLock lock(&mu_);
-          if (state->expired) {
+          const bool held = hold_after_rv_ >= 0;
+          if (!held && state->expired) {
             lines.emplace_back(kExpiredWatchLine);
             finish = true;
           } else {
             if (stopping_ || drop_generation_ != state->drop_generation) return false;
-            if (state->pos < compacted_rv_) {
+            if (!held && state->pos < compacted_rv_) {
               lines.emplace_back(kExpiredWatchLine);
               finish = true;
             } else {
+              // A held watch sends what came up to hold_after_rv_, nothing later (no bookmark
+              // either: it would claim the later resourceVersion).
+              const int64_t cap = held ? hold_after_rv_ : std::numeric_limits<int64_t>::max();
               auto first = std::upper_bound(log_.begin(), log_.end(), state->pos,
                                             [](int64_t rv, const Event& e) { return rv < e.rv; });
-              for (auto it = first; it != log_.end(); ++it) {
+              for (auto it = first; it != log_.end() && it->rv <= cap; ++it) {
                 state->pos = it->rv;
                 if (it->resource != resource) continue;
                 if (truncate_events_ > 0) {
@@ -933,17 +999,18 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
                 lines.push_back(it->line);
               }
               const absl::Time t = absl::Now();
-              if (!cut && state->bookmarks && t >= state->next_bookmark) {
+              if (!cut && !held && state->bookmarks && t >= state->next_bookmark) {
                 lines.push_back(BookmarkLine(resource, rv_));
                 state->pos = std::max(state->pos, rv_);
                 state->next_bookmark = t + options_.bookmark_interval;
               }
               if (!cut && t >= state->end) {
-                if (state->bookmarks) lines.push_back(BookmarkLine(resource, rv_));
+                if (state->bookmarks && !held) lines.push_back(BookmarkLine(resource, rv_));
                 finish = true;
               }
             }
           }
+          watch_positions_[state->id] = state->pos;
         }
         for (std::string& line : lines) {
           line.push_back('\n');
@@ -953,9 +1020,10 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
         if (finish) sink.done();
         return true;
       },
-      [this](bool) {
+      [this, state](bool) {
         absl::MutexLock lock(&mu_);
         --open_watches_;
+        watch_positions_.erase(state->id);
       });
 }
 
