@@ -83,7 +83,13 @@ constexpr absl::Duration kLateCommitDelay = absl::Milliseconds(2400);
 
 using testing::EnvInt;
 
-bool SanitizerBuild() { return std::getenv("GSE_SANITIZER_BUILD") != nullptr; }
+// The sanitizer trees build this test and the extender binary it runs with the sanitizer.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerBuild = true;
+#else
+constexpr bool kSanitizerBuild = false;
+#endif
+bool SanitizerBuild() { return kSanitizerBuild || std::getenv("GSE_SANITIZER_BUILD") != nullptr; }
 
 struct RunConfig {
   uint64_t seed = 1;
