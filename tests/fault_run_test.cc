@@ -31,7 +31,8 @@
 // pods: their extender binary is several times slower, and the faults are in the phases.
 // Long run (hours, a new seed each time):
 //   GSE_SEED=$RANDOM GSE_CHAOS_SECONDS=3600 build/tests/fault_run_test
-// GSE_CHAOS_PHASES=N runs N phases instead; GSE_CHAOS_CLIENTS sets the scheduler clients (6).
+// GSE_CHAOS_PHASES=N runs N phases instead; GSE_CHAOS_CLIENTS sets the scheduler clients (6);
+// GSE_CHAOS_LOG_DIR=DIR keeps every replica process's stderr there (reflector and bind logs).
 #include <signal.h>
 
 #include <algorithm>
@@ -163,6 +164,9 @@ class FaultRun {
             "--api-timeout=3s", "--watch-timeout=5s", "--resync-period=4s", "--audit-interval=1s",
             "--api-qps=1000", "--api-burst=1000", "--decision-log=failures"},
         kReplicas);
+    if (const char* dir = std::getenv("GSE_CHAOS_LOG_DIR"); dir != nullptr && *dir != '\0') {
+      replicas_->KeepLogsIn(dir);
+    }
     if (absl::Status s = replicas_->Start(); !s.ok()) return s;
     if (!replicas_->WaitReady(absl::Seconds(30))) {
       return absl::DeadlineExceededError(absl::StrCat("no extender replica became ready:\n",
@@ -177,6 +181,8 @@ class FaultRun {
 
   void RunPhase(int index) {
     const PhasePlan plan = testing::MakePhasePlan(config_.seed, index, config_.scale);
+    std::printf("[fault run] seed=%llu phase %d starts at %s\n", static_cast<unsigned long long>(config_.seed),
+                index, absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str());
     std::vector<const AuditFacts*> earlier = {&previous_.facts};
     if (!Barrier()) {
       // The replicas may not have seen the last phase's changes: judge this one as if the

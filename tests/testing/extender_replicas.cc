@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -32,7 +33,26 @@ ExtenderReplicas::~ExtenderReplicas() {
     stopping_ = true;
   }
   if (poller_.joinable()) poller_.join();
-  // ChildProcess's destructor SIGKILLs and reaps what still runs.
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (replicas_[i].process == nullptr) continue;
+    replicas_[i].process->Signal(SIGKILL);
+    (void)replicas_[i].process->Wait(absl::Seconds(10));
+    SaveLogLocked(static_cast<int>(i));
+  }
+  // ChildProcess's destructor reaps what still runs.
+}
+
+void ExtenderReplicas::KeepLogsIn(std::string dir) {
+  absl::MutexLock lock(&mu_);
+  log_dir_ = std::move(dir);
+}
+
+void ExtenderReplicas::SaveLogLocked(int index) {
+  const Replica& r = replicas_[static_cast<size_t>(index)];
+  if (log_dir_.empty() || r.process == nullptr) return;
+  std::ofstream out(absl::StrCat(log_dir_, "/replica-", index, "-", r.generation, ".log"));
+  out << r.process->Stderr();
 }
 
 absl::Status ExtenderReplicas::Start() {
@@ -60,7 +80,10 @@ absl::Status ExtenderReplicas::Restart(int index) {
   }
   absl::MutexLock lock(&mu_);
   Replica& r = replicas_[static_cast<size_t>(index)];
-  if (r.process != nullptr) r.last_stderr = r.process->Stderr();
+  if (r.process != nullptr) {
+    r.last_stderr = r.process->Stderr();
+    SaveLogLocked(index);
+  }
   r.process = *std::move(child);
   r.port = port;
   r.ready = false;

@@ -55,6 +55,9 @@ class ExtenderReplicas {
   std::vector<std::string> TakeUnexpectedExits();
   // Tail of a replica's stderr (the current process, or the last one that exited).
   std::string StderrTail(int index, size_t bytes = 4000) const;
+  // Keeps every process's stderr as DIR/replica-<index>-<start>.log (written when the
+  // process is replaced and at the end); "" keeps nothing. Call before Start().
+  void KeepLogsIn(std::string dir);
 
  private:
   struct Replica {
@@ -66,7 +69,7 @@ class ExtenderReplicas {
     std::string last_stderr;  // of the process before the current one
   };
 
-  absl::Status StartLocked(int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveLogLocked(int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Poll();
   void NoticeExitsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -79,6 +82,7 @@ class ExtenderReplicas {
   std::vector<Replica> replicas_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> unexpected_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string log_dir_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gse::testing
