@@ -23,8 +23,9 @@
 // Determinism: GSE_SEED fixes the sequence of phases, pods, changes and faults; the
 // interleaving of concurrent binds is the machine's. No verdict depends on that timing: the
 // facts a phase is judged against are the most lenient of those in force during it.
-// A violation prints the seed, the phase (with its plan) and the evidence: the pods, their
-// UIDs, nodes and gpu.themelio.io/* annotations.
+// Each phase prints its plan as it starts; a violation prints the seed, the phase and the
+// evidence: the pods, their UIDs, nodes, gpu.themelio.io/* annotations, the phase each was
+// bound in and the faults its binding met.
 //
 // Short run (ctest): GSE_SEED=1, 20 phases, each of the ten kinds of fault featured twice;
 // about 40 s in the normal tree on 2 cores. The sanitizer trees run 10 phases with half the
@@ -181,8 +182,9 @@ class FaultRun {
 
   void RunPhase(int index) {
     const PhasePlan plan = testing::MakePhasePlan(config_.seed, index, config_.scale);
-    std::printf("[fault run] seed=%llu phase %d starts at %s\n", static_cast<unsigned long long>(config_.seed),
-                index, absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str());
+    std::printf("[fault run] seed=%llu phase %d starts at %s: %s\n", static_cast<unsigned long long>(config_.seed),
+                index, absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str(),
+                testing::DescribePlan(plan).c_str());
     std::vector<const AuditFacts*> earlier = {&previous_.facts};
     if (!Barrier()) {
       // The replicas may not have seen the last phase's changes: judge this one as if the
@@ -465,18 +467,12 @@ class FaultRun {
   }
 
   void Record(const PhasePlan& plan, const std::vector<AuditViolation>& found) {
-    bool printed_plan = false;
     for (const AuditViolation& v : found) {
       if (!seen_.insert(v.key).second) continue;  // the same violation, still visible
       ++report_.violations[v.kind];
       const std::string text = absl::StrCat("seed ", config_.seed, " phase ", plan.index, ": ", v.kind,
                                             ": ", v.evidence);
       report_.violation_texts.push_back(text);
-      if (!printed_plan) {
-        std::printf("[fault run] seed=%llu phase %d plan: %s\n", static_cast<unsigned long long>(config_.seed),
-                    plan.index, testing::DescribePlan(plan).c_str());
-        printed_plan = true;
-      }
       std::printf("[fault run] VIOLATION %s\n", text.c_str());
     }
     std::fflush(stdout);
