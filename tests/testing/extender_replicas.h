@@ -2,8 +2,9 @@
 // a Deployment runs them, and a Service's view of them.
 //
 //  * Each replica is the binary with the common arguments plus --listen=127.0.0.1:0; its port
-//    is read from the start-up banner. Restart(i) starts replica i again on a new port (a new
-//    pod IP), after Kill(i, signal) ended it.
+//    is read from the start-up banner, and it serves one GET and one POST before anything else
+//    (see WarmUp in extender_replicas.cc: a ThreadSanitizer artefact of cpp-httplib). Restart(i)
+//    starts replica i again on a new port (a new pod IP), after Kill(i, signal) ended it.
 //  * ReadyPort() is the port of a replica whose /readyz answers 200 (the leader under
 //    --leader-elect), as polled every 20 ms in the background like a readiness probe; -1 when
 //    none is ready. A caller may therefore reach a replica that stopped being ready a moment
