@@ -45,35 +45,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rapidjson/document.h"
+#include "testsupport/test_pki.h"
 
 namespace httplib {
 class Server;
 }  // namespace httplib
 
 namespace gse::testing {
-
-// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, all PEM.
-struct TestPki {
-  std::string ca_pem, ca_key_pem;
-  std::string server_cert_pem, server_key_pem;
-  std::string client_cert_pem, client_key_pem;
-};
-// Generates fresh keys (EC P-256) and certificates valid for a year.
-TestPki MakeTestPki();
-
-// A scratch directory for kubeconfigs, tokens and certificates, removed with its files.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  std::string File(absl::string_view name) const;
-  // Writes (replaces) a file: a new inode, as the kubelet's atomic token rotation does.
-  void Write(absl::string_view name, absl::string_view content) const;
-
- private:
-  std::string path_;
-};
 
 // What a test needs to know about a pod to audit it, read from the store.
 struct PodView {
