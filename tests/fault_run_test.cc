@@ -91,7 +91,12 @@ constexpr bool kSanitizerBuild = true;
 #else
 constexpr bool kSanitizerBuild = false;
 #endif
-bool SanitizerBuild() { return kSanitizerBuild || std::getenv("GSE_SANITIZER_BUILD") != nullptr; }
+// scripts/test.sh sets GSE_SANITIZER_BUILD to the variant it runs: "normal", "asan", "tsan".
+bool SanitizerBuild() {
+  const char* variant = std::getenv("GSE_SANITIZER_BUILD");
+  return kSanitizerBuild ||
+         (variant != nullptr && (std::string(variant) == "asan" || std::string(variant) == "tsan"));
+}
 
 struct RunConfig {
   uint64_t seed = 1;
