@@ -33,7 +33,8 @@
 // Long run (hours, a new seed each time):
 //   GSE_SEED=$RANDOM GSE_CHAOS_SECONDS=3600 build/tests/fault_run_test
 // GSE_CHAOS_PHASES=N runs N phases instead; GSE_CHAOS_CLIENTS sets the scheduler clients (6);
-// GSE_CHAOS_LOG_DIR=DIR keeps every replica process's stderr there (reflector and bind logs).
+// GSE_CHAOS_LOG_DIR=DIR keeps every replica process's stderr there (reflector and bind logs;
+// GSE_CHAOS_DECISION_LOG=all logs every bind decision, not only failures).
 #include <signal.h>
 
 #include <algorithm>
@@ -92,6 +93,12 @@ constexpr bool kSanitizerBuild = true;
 constexpr bool kSanitizerBuild = false;
 #endif
 // scripts/test.sh sets GSE_SANITIZER_BUILD to the variant it runs: "normal", "asan", "tsan".
+// GSE_CHAOS_DECISION_LOG=all logs every bind decision of the replicas (default: failures).
+std::string DecisionLogLevel() {
+  const char* v = std::getenv("GSE_CHAOS_DECISION_LOG");
+  return v != nullptr && *v != '\0' ? v : "failures";
+}
+
 bool SanitizerBuild() {
   const char* variant = std::getenv("GSE_SANITIZER_BUILD");
   return kSanitizerBuild ||
@@ -168,7 +175,8 @@ class FaultRun {
             "--leader-elect", "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
             "--leader-elect-retry-period=250ms", absl::StrCat("--bind-timeout=", absl::FormatDuration(kBindTimeout)),
             "--api-timeout=3s", "--watch-timeout=5s", "--resync-period=4s", "--audit-interval=1s",
-            "--api-qps=1000", "--api-burst=1000", "--decision-log=failures"},
+            "--api-qps=1000", "--api-burst=1000",
+            absl::StrCat("--decision-log=", DecisionLogLevel())},
         kReplicas);
     if (const char* dir = std::getenv("GSE_CHAOS_LOG_DIR"); dir != nullptr && *dir != '\0') {
       replicas_->KeepLogsIn(dir);
