@@ -35,6 +35,7 @@
 #include "state/cluster_state.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"
+#include "tests/testing/env.h"
 #include "tests/testing/invariant_checker.h"
 
 namespace gse {
@@ -95,13 +96,7 @@ constexpr int64_t kDefaultSteps = 750;
 constexpr int64_t kDefaultSteps = 1500;
 #endif
 
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long long parsed = std::strtoll(v, &end, 10);
-  return end != nullptr && *end == '\0' ? parsed : fallback;
-}
+using gse::testing::EnvInt;
 
 class Rng {
  public:

@@ -6,13 +6,11 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <stdlib.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -28,123 +26,22 @@
 #include "absl/time/clock.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "testsupport/json_edit.h"
 #include "testsupport/paths.h"
 
 namespace gse::testing {
 namespace {
 
-// ---------------------------------------------------------------- PKI
-
-std::string PemOf(X509* cert) {
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(bio, cert);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio, &data);
-  std::string out(data, static_cast<size_t>(n));
-  BIO_free(bio);
-  return out;
-}
-
-std::string PemOf(EVP_PKEY* key) {
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio, &data);
-  std::string out(data, static_cast<size_t>(n));
-  BIO_free(bio);
-  return out;
-}
-
-void AddExt(X509* cert, X509* issuer, int nid, const char* value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext == nullptr) throw std::runtime_error(absl::StrCat("X509 extension ", value));
-  X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-}
-
-X509* MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, int kind,
-               long serial) {
-  X509* x = X509_new();
-  X509_set_version(x, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(x), serial);
-  X509_gmtime_adj(X509_getm_notBefore(x), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(x), 365L * 24 * 3600);
-  X509_set_pubkey(x, key);
-  X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn),
-                             -1, -1, 0);
-  X509* signer = issuer != nullptr ? issuer : x;
-  X509_set_issuer_name(x, X509_get_subject_name(signer));
-  AddExt(x, signer, NID_subject_key_identifier, "hash");
-  if (kind == 0) {  // CA
-    AddExt(x, signer, NID_basic_constraints, "critical,CA:TRUE");
-    AddExt(x, signer, NID_key_usage, "critical,keyCertSign,cRLSign");
-  } else {
-    AddExt(x, signer, NID_basic_constraints, "critical,CA:FALSE");
-    AddExt(x, signer, NID_key_usage, "critical,digitalSignature,keyEncipherment");
-    AddExt(x, signer, NID_authority_key_identifier, "keyid:always");
-    if (kind == 1) {
-      AddExt(x, signer, NID_ext_key_usage, "serverAuth");
-      AddExt(x, signer, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
-    } else {
-      AddExt(x, signer, NID_ext_key_usage, "clientAuth");
-    }
-  }
-  X509_sign(x, issuer_key != nullptr ? issuer_key : key, EVP_sha256());
-  return x;
-}
-
 // ---------------------------------------------------------------- JSON helpers
 
 using Doc = rapidjson::Document;
 
-std::string Serialize(const rapidjson::Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  v.Accept(w);
-  return buf.GetString();
-}
-
-std::string Quote(absl::string_view s) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  return buf.GetString();
-}
-
-rapidjson::Value& Obj(Doc& doc, rapidjson::Value& parent, const char* key) {
-  if (!parent.HasMember(key) || !parent[key].IsObject()) {
-    if (parent.HasMember(key)) parent.RemoveMember(key);
-    parent.AddMember(rapidjson::Value(key, doc.GetAllocator()),
-                     rapidjson::Value(rapidjson::kObjectType), doc.GetAllocator());
-  }
-  return parent[key];
-}
-
-void SetStr(Doc& doc, rapidjson::Value& obj, const char* key, absl::string_view value) {
-  rapidjson::Value v(value.data(), static_cast<rapidjson::SizeType>(value.size()),
-                     doc.GetAllocator());
-  if (obj.HasMember(key)) {
-    obj[key] = v;
-  } else {
-    obj.AddMember(rapidjson::Value(key, doc.GetAllocator()), v, doc.GetAllocator());
-  }
-}
-
-std::string Str(const rapidjson::Value& obj, const char* key) {
-  if (!obj.IsObject()) return "";
-  auto it = obj.FindMember(key);
-  return it != obj.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
-}
-
-const rapidjson::Value* Member(const rapidjson::Value& obj, const char* key) {
-  if (!obj.IsObject()) return nullptr;
-  auto it = obj.FindMember(key);
-  return it == obj.MemberEnd() ? nullptr : &it->value;
-}
+using json::Member;
+using json::Obj;
+using json::Quote;
+using json::Serialize;
+using json::SetStr;
+using json::Str;
 
 struct KindInfo {
   const char* kind;
@@ -190,8 +87,32 @@ std::string BookmarkLine(absl::string_view resource, int64_t rv) {
                       R"(","creationTimestamp":null})", extra, "}}");
 }
 
+// The reason kube-apiserver gives with an injected status code.
+absl::string_view ReasonOf(int code) {
+  switch (code) {
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 429: return "TooManyRequests";
+    case 503: return "ServiceUnavailable";
+    case 504: return "Timeout";
+    default: return code >= 500 ? "InternalError" : "BadRequest";
+  }
+}
+
+std::string InjectedStatusBody(int code) {
+  return StatusBody(code, ReasonOf(code), absl::StrCat("fake apiserver: injected failure ", code));
+}
+
+bool IsWatch(const httplib::Request& req) {
+  const std::string w = req.get_param_value("watch");
+  return w == "1" || w == "true";
+}
+
+// Per request, set by the pre-routing handler of the thread that serves it.
 thread_local absl::Duration t_delay_after;
 thread_local bool t_truncate_body = false;
+thread_local int t_status_after_commit = 0;
+thread_local bool t_in_flight = false;  // counted in in_flight_ and not yet finished
 
 // RFC 7386 JSON merge patch of `patch` into `target`: objects merge member by member, null
 // removes a member, anything else replaces.
@@ -269,52 +190,6 @@ bool FieldsMatch(absl::string_view item, const std::vector<FieldTerm>& terms) {
 }  // namespace
 
 // ---------------------------------------------------------------- public helpers
-
-ScratchDir::ScratchDir() {
-  char tmpl[] = "/tmp/gse-fake-XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = dir;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
-std::string ScratchDir::File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
-void ScratchDir::Write(absl::string_view name, absl::string_view content) const {
-  const std::string tmp = File(absl::StrCat(".", name, ".tmp"));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << content;
-  }
-  std::filesystem::rename(tmp, File(name));
-}
-
-TestPki MakeTestPki() {
-  TestPki pki;
-  EVP_PKEY* ca_key = EVP_EC_gen("P-256");
-  EVP_PKEY* server_key = EVP_EC_gen("P-256");
-  EVP_PKEY* client_key = EVP_EC_gen("P-256");
-  X509* ca = MakeCert(ca_key, "fake-apiserver-ca", nullptr, nullptr, 0, 1);
-  X509* server = MakeCert(server_key, "kube-apiserver", ca, ca_key, 1, 2);
-  X509* client = MakeCert(client_key, "system:kube-scheduler", ca, ca_key, 2, 3);
-  pki.ca_pem = PemOf(ca);
-  pki.ca_key_pem = PemOf(ca_key);
-  pki.server_cert_pem = PemOf(server);
-  pki.server_key_pem = PemOf(server_key);
-  pki.client_cert_pem = PemOf(client);
-  pki.client_key_pem = PemOf(client_key);
-  X509_free(ca);
-  X509_free(server);
-  X509_free(client);
-  EVP_PKEY_free(ca_key);
-  EVP_PKEY_free(server_key);
-  EVP_PKEY_free(client_key);
-  return pki;
-}
 
 std::string PodJson(const PodSpec& spec) {
   Doc doc;
@@ -433,12 +308,27 @@ absl::Status FakeApiServer::Start() {
   server_->set_read_timeout(10, 0);
   server_->set_write_timeout(10, 0);
 
-  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  // A request counts as in flight from here until its handler returned (or it was answered
+  // without one): after that no write of it can still commit.
+  auto end_in_flight = [this] {
+    if (!t_in_flight) return;
+    t_in_flight = false;
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  };
+  server_->set_pre_routing_handler([this, end_in_flight](const httplib::Request& req,
+                                                          httplib::Response& res) {
+    end_in_flight();  // never left set by an earlier request on this thread, but be sure
     t_delay_after = absl::ZeroDuration();
     t_truncate_body = false;
+    t_status_after_commit = 0;
     {
       absl::MutexLock lock(&mu_);
       ++request_counts_[absl::StrCat(req.method, " ", req.path)];
+      if (!IsWatch(req)) {
+        ++in_flight_;
+        t_in_flight = true;
+      }
     }
     std::string query;
     for (const auto& [k, v] : req.params) absl::StrAppend(&query, k, "=", v, "&");
@@ -446,15 +336,15 @@ absl::Status FakeApiServer::Start() {
     if (MatchFault(req.method, req.path, query, &fault)) {
       if (fault.hold) Hold();
       if (fault.delay_before > absl::ZeroDuration()) SleepUnlessStopping(fault.delay_before);
-      if (fault.status != 0) {
+      if (fault.status != 0 && !fault.status_after_commit) {
         res.status = fault.status;
-        res.set_content(StatusBody(fault.status, fault.status >= 500 ? "InternalError" : "BadRequest",
-                                   absl::StrCat("fake apiserver: injected failure ", fault.status)),
-                        "application/json");
+        res.set_content(InjectedStatusBody(fault.status), "application/json");
         // Answered before the body was read: the connection cannot carry another request.
         res.set_header("Connection", "close");
+        end_in_flight();
         return httplib::Server::HandlerResponse::Handled;
       }
+      if (fault.status_after_commit) t_status_after_commit = fault.status;
       t_delay_after = fault.delay_after;
       t_truncate_body = fault.truncate_body;
     }
@@ -462,15 +352,18 @@ absl::Status FakeApiServer::Start() {
       res.status = 401;
       res.set_content(StatusBody(401, "Unauthorized", "Unauthorized"), "application/json");
       res.set_header("Connection", "close");
+      end_in_flight();
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  server_->set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  server_->set_post_routing_handler([this, end_in_flight](const httplib::Request&,
+                                                           httplib::Response& res) {
+    end_in_flight();  // answered without a handler (no route): nothing more will commit
     if (t_truncate_body && !res.body.empty()) res.body.resize(res.body.size() / 2);
     if (t_delay_after > absl::ZeroDuration()) SleepUnlessStopping(t_delay_after);
   });
-  auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+  auto handler = [this, end_in_flight](const httplib::Request& req, httplib::Response& res) {
     if (req.method != "GET") {
       if (!AdmitWrite()) {
         // kube-apiserver (apiserver/pkg/server/filters/maxinflight.go, tooManyRequests, also
@@ -478,12 +371,18 @@ absl::Status FakeApiServer::Start() {
         res.status = 429;
         res.set_header("Retry-After", "1");
         res.set_content("Too many requests, please try again later.\n", "text/plain; charset=utf-8");
+        end_in_flight();
         return;
       }
       if (options_.write_latency > absl::ZeroDuration()) SleepUnlessStopping(options_.write_latency);
     }
     Exchange ex{&req, &res, absl::StrSplit(req.path, '/')};
     Route(ex);
+    end_in_flight();
+    if (t_status_after_commit != 0) {  // the write is done; the answer says otherwise
+      res.status = t_status_after_commit;
+      res.set_content(InjectedStatusBody(t_status_after_commit), "application/json");
+    }
   };
   server_->Get(".*", handler);
   server_->Post(".*", handler);
@@ -589,6 +488,11 @@ bool FakeApiServer::MatchFault(const std::string& method, const std::string& pat
     if (!it->path_contains.empty() && path.find(it->path_contains) == std::string::npos) continue;
     if (!it->query_contains.empty() && query.find(it->query_contains) == std::string::npos) continue;
     *out = *it;
+    if (!it->label.empty()) {
+      ++fault_hits_[it->label];
+      fault_log_.push_back(FaultHit{it->label, absl::StrCat(method, " ", path)});
+      if (fault_log_.size() > 100000) fault_log_.pop_front();
+    }
     if (it->times > 0 && --it->times == 0) faults_.erase(it);
     return true;
   }
@@ -620,6 +524,39 @@ void FakeApiServer::TruncateWatchEvents(int n) {
   truncate_events_ += n;
 }
 
+void FakeApiServer::HoldWatches(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_after_rv_ = hold ? rv_ : -1;
+}
+
+void FakeApiServer::HoldWatchesAfter(int64_t resource_version) {
+  absl::MutexLock lock(&mu_);
+  hold_after_rv_ = std::max<int64_t>(0, resource_version);
+}
+
+std::map<std::string, int64_t> FakeApiServer::FaultHits() const {
+  absl::MutexLock lock(&mu_);
+  return fault_hits_;
+}
+
+std::vector<FakeApiServer::FaultHit> FakeApiServer::FaultLog() const {
+  absl::MutexLock lock(&mu_);
+  return std::vector<FaultHit>(fault_log_.begin(), fault_log_.end());
+}
+
+int FakeApiServer::InFlightRequests() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+bool FakeApiServer::WatchesCaughtUp() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, pos] : watch_positions_) {
+    if (pos < rv_) return false;
+  }
+  return true;
+}
+
 int64_t FakeApiServer::RequestCount(absl::string_view method, absl::string_view path_contains) const {
   absl::MutexLock lock(&mu_);
   int64_t n = 0;
@@ -645,6 +582,11 @@ int64_t FakeApiServer::watches_started() const {
 std::string FakeApiServer::resource_version() const {
   absl::MutexLock lock(&mu_);
   return absl::StrCat(rv_);
+}
+
+int64_t FakeApiServer::resource_version_number() const {
+  absl::MutexLock lock(&mu_);
+  return rv_;
 }
 
 void FakeApiServer::Compact() {
@@ -790,6 +732,15 @@ absl::Status FakeApiServer::SetPodPhase(absl::string_view namespace_name, absl::
                 [&](Doc& doc) { SetStr(doc, Obj(doc, doc, "status"), "phase", phase); });
 }
 
+std::vector<std::string> FakeApiServer::Objects(absl::string_view resource) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  auto r = objects_.find(std::string(resource));
+  if (r == objects_.end()) return out;
+  for (const auto& [key, stored] : r->second) out.push_back(stored.full);
+  return out;
+}
+
 std::vector<PodView> FakeApiServer::Pods() const {
   absl::MutexLock lock(&mu_);
   std::vector<PodView> out;
@@ -836,10 +787,6 @@ std::vector<PodView> FakeApiServer::Pods() const {
 void FakeApiServer::Route(const Exchange& ex) {
   const std::vector<std::string>& p = ex.parts;
   const std::string& method = ex.req->method;
-  auto is_watch = [&] {
-    std::string w = ex.req->get_param_value("watch");
-    return w == "1" || w == "true";
-  };
   const size_t n = p.size();
   if (n == 2 && p[1] == "version") {
     ex.Reply(200, R"({"major":"1","minor":"26","gitVersion":"v1.26.5","platform":"linux/amd64"})");
@@ -847,7 +794,7 @@ void FakeApiServer::Route(const Exchange& ex) {
   }
   if (n >= 4 && p[1] == "api" && p[2] == "v1") {
     if (n == 4 && method == "GET" && InfoOf(p[3]) != nullptr && p[3] != "leases") {
-      if (is_watch()) {
+      if (IsWatch(*ex.req)) {
         ServeWatch(ex, p[3]);
       } else {
         ServeList(ex, p[3]);
@@ -1069,6 +1016,7 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
 
 void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) {
   struct WatchState {
+    int64_t id = 0;
     int64_t pos = 0;
     absl::Time end;
     absl::Time next_bookmark;
@@ -1098,7 +1046,8 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
     state->expired = from < compacted_rv_;
     state->drop_generation = drop_generation_;
     ++open_watches_;
-    ++watches_started_;
+    state->id = ++watches_started_;
+    watch_positions_[state->id] = from;
   }
   ex.res->set_chunked_content_provider(
       "application/json",
@@ -1107,34 +1056,39 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
         bool finish = false;
         bool cut = false;
         {
-          // Wait (polling, see SleepUnlessStopping) for news, a bookmark or the end.
+          // Wait (polling, see SleepUnlessStopping) for news, a bookmark or the end. While
+          // watches are held, only events up to hold_after_rv_ are news.
           const absl::Time wake = std::min(
               {state->end, state->bookmarks ? state->next_bookmark : absl::InfiniteFuture(),
                absl::Now() + absl::Milliseconds(200)});
           while (absl::Now() < wake) {
             {
               absl::MutexLock lock(&mu_);
-              if (stopping_ || drop_generation_ != state->drop_generation ||
-                  (!log_.empty() && log_.back().rv > state->pos) || state->pos < compacted_rv_ ||
-                  state->expired) {
-                break;
-              }
+              if (stopping_ || drop_generation_ != state->drop_generation) break;
+              if (hold_after_rv_ < 0 && (state->pos < compacted_rv_ || state->expired)) break;
+              auto next = std::upper_bound(log_.begin(), log_.end(), state->pos,
+                                           [](int64_t rv, const Event& e) { return rv < e.rv; });
+              if (next != log_.end() && (hold_after_rv_ < 0 || next->rv <= hold_after_rv_)) break;
             }
             absl::SleepFor(absl::Milliseconds(3));
           }
           absl::MutexLock lock(&mu_);
-          if (state->expired) {
+          const bool held = hold_after_rv_ >= 0;
+          if (!held && state->expired) {
             lines.emplace_back(kExpiredWatchLine);
             finish = true;
           } else {
             if (stopping_ || drop_generation_ != state->drop_generation) return false;
-            if (state->pos < compacted_rv_) {
+            if (!held && state->pos < compacted_rv_) {
               lines.emplace_back(kExpiredWatchLine);
               finish = true;
             } else {
+              // A held watch sends what came up to hold_after_rv_, nothing later (no bookmark
+              // either: it would claim the later resourceVersion).
+              const int64_t cap = held ? hold_after_rv_ : std::numeric_limits<int64_t>::max();
               auto first = std::upper_bound(log_.begin(), log_.end(), state->pos,
                                             [](int64_t rv, const Event& e) { return rv < e.rv; });
-              for (auto it = first; it != log_.end(); ++it) {
+              for (auto it = first; it != log_.end() && it->rv <= cap; ++it) {
                 state->pos = it->rv;
                 if (it->resource != resource) continue;
                 if (truncate_events_ > 0) {
@@ -1146,17 +1100,18 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
                 lines.push_back(it->line);
               }
               const absl::Time t = absl::Now();
-              if (!cut && state->bookmarks && t >= state->next_bookmark) {
+              if (!cut && !held && state->bookmarks && t >= state->next_bookmark) {
                 lines.push_back(BookmarkLine(resource, rv_));
                 state->pos = std::max(state->pos, rv_);
                 state->next_bookmark = t + options_.bookmark_interval;
               }
               if (!cut && t >= state->end) {
-                if (state->bookmarks) lines.push_back(BookmarkLine(resource, rv_));
+                if (state->bookmarks && !held) lines.push_back(BookmarkLine(resource, rv_));
                 finish = true;
               }
             }
           }
+          watch_positions_[state->id] = state->pos;
         }
         for (std::string& line : lines) {
           line.push_back('\n');
@@ -1166,9 +1121,10 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
         if (finish) sink.done();
         return true;
       },
-      [this](bool) {
+      [this, state](bool) {
         absl::MutexLock lock(&mu_);
         --open_watches_;
+        watch_positions_.erase(state->id);
       });
 }
 

@@ -22,14 +22,18 @@
 //        (resourceVersion preconditions: 409 on a stale PUT, 409 AlreadyExists on create)
 // Every request needs "Authorization: Bearer <one of tokens>" (else 401, recorded body),
 // except in client-certificate mode.
-// Fault injection: status answers (500...), delays before or after the write commits, requests
-// held until the test releases them (a stalled API server, deterministically), dropped
-// watches, truncated watch events and truncated list bodies.
+// Fault injection: status answers (500...) before the request is handled or after its write
+// committed, delays before or after the write commits, requests held until the test releases
+// them (a stalled API server, deterministically), dropped watches, held watches (a lagging
+// watch cache), truncated watch events and truncated list bodies; each fault may carry a
+// label under which FaultHits() counts how often it fired.
 // Load (Options): a latency per write (POST/PUT/DELETE, before it commits, as etcd's), and a
 // server-side token bucket on writes that answers 429 exactly as kube-apiserver's
 // max-in-flight and priority-and-fairness filters do (Retry-After: 1, a plain-text body).
-// Audit: Pods() reads every pod's node and annotations straight from the store, independent
-// of any extender code.
+// Audit: Pods() and Objects() read the objects straight from the store, independent of any
+// extender code.
+// Quiescence: InFlightRequests() counts requests still being handled (injected delays
+// included), WatchesCaughtUp() says whether every open watch was sent every event so far.
 // Thread-safe: one absl::Mutex guards the store; tests call any method from any thread.
 #ifndef GSE_TESTSUPPORT_FAKE_APISERVER_H_
 #define GSE_TESTSUPPORT_FAKE_APISERVER_H_
@@ -50,35 +54,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rapidjson/document.h"
+#include "testsupport/test_pki.h"
 
 namespace httplib {
 class Server;
 }  // namespace httplib
 
 namespace gse::testing {
-
-// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, all PEM.
-struct TestPki {
-  std::string ca_pem, ca_key_pem;
-  std::string server_cert_pem, server_key_pem;
-  std::string client_cert_pem, client_key_pem;
-};
-// Generates fresh keys (EC P-256) and certificates valid for a year.
-TestPki MakeTestPki();
-
-// A scratch directory for kubeconfigs, tokens and certificates, removed with its files.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  std::string File(absl::string_view name) const;
-  // Writes (replaces) a file: a new inode, as the kubelet's atomic token rotation does.
-  void Write(absl::string_view name, absl::string_view content) const;
-
- private:
-  std::string path_;
-};
 
 // What a test needs to know about a pod to audit it, read from the store.
 struct PodView {
@@ -127,12 +109,20 @@ class FakeApiServer {
     std::string path_contains;   // substring of the path (without query); "" = any
     std::string query_contains;  // substring of the query string, e.g. "watch=1"
     int times = 1;
-    int status = 0;  // non-zero: answer this code with a v1.Status body; nothing is written
+    // Non-zero: answer this code with a v1.Status body whose reason is kube-apiserver's for
+    // it (409 Conflict, 410 Expired, 429 TooManyRequests, 503 ServiceUnavailable, 504
+    // Timeout, other 5xx InternalError, other 4xx BadRequest); nothing is written.
+    int status = 0;
+    // With `status`: the request is handled first (a write commits, as the answer would have
+    // said) and the answer is then replaced by `status` — a server or proxy failing after
+    // the commit, which the client cannot tell from a failure before it.
+    bool status_after_commit = false;
     absl::Duration delay_before = absl::ZeroDuration();  // before the request is handled
     absl::Duration delay_after = absl::ZeroDuration();   // after it committed, before answering
     bool truncate_body = false;  // cut the answer's body in half (invalid JSON)
     // Hold the request (before it is handled) until ReleaseHeld() or Stop().
     bool hold = false;
+    std::string label;           // non-empty: FaultHits()[label] counts each time it fires
   };
 
   explicit FakeApiServer(Options options);
@@ -168,11 +158,15 @@ class FakeApiServer {
   absl::Status SetPodPhase(absl::string_view namespace_name, absl::string_view name,
                            absl::string_view phase);
   std::string resource_version() const;
+  int64_t resource_version_number() const;
   // Forgets the event history: watches and lists from an older resourceVersion get 410.
   void Compact();
 
   // ---- audit
   std::vector<PodView> Pods() const;
+  // Every stored object of `resource` (with kind and apiVersion, as GET returns it), in key
+  // order (namespace/name or name).
+  std::vector<std::string> Objects(absl::string_view resource) const;
 
   // ---- faults
   void AddFault(Fault fault);
@@ -188,11 +182,34 @@ class FakeApiServer {
   int held() const;
   // Writes answered 429 by the server-side limit (Options::write_qps).
   int64_t throttled() const;
+  // Holds watch delivery after the current resourceVersion (true) or releases it (false):
+  // open and new watches send nothing later (no events, no bookmarks, no 410; a watch that
+  // reaches its timeoutSeconds ends), as a lagging watch cache would; the events are kept and
+  // sent in order once released. Lists, gets and writes are served as usual.
+  void HoldWatches(bool hold);
+  // Releases held watches up to `resource_version` (an earlier value of resource_version()):
+  // they send the events up to it and hold the later ones.
+  void HoldWatchesAfter(int64_t resource_version);
 
   // ---- observation
   int64_t RequestCount(absl::string_view method, absl::string_view path_contains) const;
   int open_watches() const;
   int64_t watches_started() const;
+  // label -> times a labelled fault fired (its request matched it).
+  std::map<std::string, int64_t> FaultHits() const;
+  // Each time a labelled fault fired, in order: its label and the request ("POST /api/...");
+  // the oldest are forgotten beyond 100,000.
+  struct FaultHit {
+    std::string label;
+    std::string request;
+  };
+  std::vector<FaultHit> FaultLog() const;
+  // Requests other than watches that are still being handled, injected delays included: 0
+  // means no held write can still commit.
+  int InFlightRequests() const;
+  // True when every open watch has been sent every event up to the current resourceVersion
+  // (false while watches are held and events wait).
+  bool WatchesCaughtUp() const;
 
  private:
   struct Stored {
@@ -252,6 +269,7 @@ class FakeApiServer {
   std::vector<std::string> tokens_ ABSL_GUARDED_BY(mu_);
   int64_t drop_generation_ ABSL_GUARDED_BY(mu_) = 0;
   int truncate_events_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hold_after_rv_ ABSL_GUARDED_BY(mu_) = -1;  // watches send nothing later; -1: none
   int open_watches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
   int held_ ABSL_GUARDED_BY(mu_) = 0;
@@ -259,6 +277,11 @@ class FakeApiServer {
   int64_t throttled_ ABSL_GUARDED_BY(mu_) = 0;
   double write_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time write_tokens_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Open watches by id -> the resourceVersion up to which each was sent the event log.
+  std::map<int64_t, int64_t> watch_positions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> fault_hits_ ABSL_GUARDED_BY(mu_);
+  std::deque<FaultHit> fault_log_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> request_counts_ ABSL_GUARDED_BY(mu_);  // "METHOD path"
 };
 
