@@ -198,7 +198,7 @@ class FailoverTest : public ::testing::Test {
     for (int i = 0; i < 3; ++i) pods.push_back(AddPod(absl::StrCat("during-", i)));
     for (const std::string& p : pods) {
       EXPECT_TRUE(Eventually([&] { return sim.QueueOf(p) == PodQueue::kUnschedulable; },
-                             absl::Seconds(10)))
+                             absl::Seconds(30)))
           << p << " is " << testing::PodQueueName(sim.QueueOf(p));
     }
     *next = WaitForLeader();
@@ -218,7 +218,7 @@ TEST_F(FailoverTest, PodsParkedWhileNoReplicaLedAreScheduledSoonAfterTheTakeOver
   ASSERT_NE(leader, nullptr);
   auto sim = Scheduler();
   const std::string first = AddPod("before");
-  ASSERT_TRUE(Eventually([&] { return sim->QueueOf(first) == PodQueue::kBound; }, absl::Seconds(10)));
+  ASSERT_TRUE(Eventually([&] { return sim->QueueOf(first) == PodQueue::kBound; }, absl::Seconds(60)));
 
   const absl::Time killed = absl::Now();
   Replica* next = nullptr;

@@ -112,6 +112,11 @@ bool IsWatch(const httplib::Request& req) {
 thread_local absl::Duration t_delay_after;
 thread_local bool t_truncate_body = false;
 thread_local int t_status_after_commit = 0;
+// A status fault answered in place of handling: by the handler, i.e. after httplib read the
+// request's body. Answering from the pre-routing handler (before the body is read) and closing
+// made the kernel reset the connection over the unread body, and a slow client (sanitizer
+// builds) then saw a transport error instead of the status.
+thread_local int t_status_instead = 0;
 thread_local bool t_in_flight = false;  // counted in in_flight_ and not yet finished
 
 // RFC 7386 JSON merge patch of `patch` into `target`: objects merge member by member, null
@@ -322,6 +327,7 @@ absl::Status FakeApiServer::Start() {
     t_delay_after = absl::ZeroDuration();
     t_truncate_body = false;
     t_status_after_commit = 0;
+    t_status_instead = 0;
     {
       absl::MutexLock lock(&mu_);
       ++request_counts_[absl::StrCat(req.method, " ", req.path)];
@@ -336,14 +342,7 @@ absl::Status FakeApiServer::Start() {
     if (MatchFault(req.method, req.path, query, &fault)) {
       if (fault.hold) Hold();
       if (fault.delay_before > absl::ZeroDuration()) SleepUnlessStopping(fault.delay_before);
-      if (fault.status != 0 && !fault.status_after_commit) {
-        res.status = fault.status;
-        res.set_content(InjectedStatusBody(fault.status), "application/json");
-        // Answered before the body was read: the connection cannot carry another request.
-        res.set_header("Connection", "close");
-        end_in_flight();
-        return httplib::Server::HandlerResponse::Handled;
-      }
+      if (fault.status != 0 && !fault.status_after_commit) t_status_instead = fault.status;
       if (fault.status_after_commit) t_status_after_commit = fault.status;
       t_delay_after = fault.delay_after;
       t_truncate_body = fault.truncate_body;
@@ -364,6 +363,12 @@ absl::Status FakeApiServer::Start() {
     if (t_delay_after > absl::ZeroDuration()) SleepUnlessStopping(t_delay_after);
   });
   auto handler = [this, end_in_flight](const httplib::Request& req, httplib::Response& res) {
+    if (t_status_instead != 0) {  // nothing is handled or written
+      res.status = t_status_instead;
+      res.set_content(InjectedStatusBody(t_status_instead), "application/json");
+      end_in_flight();
+      return;
+    }
     if (req.method != "GET") {
       if (!AdmitWrite()) {
         // kube-apiserver (apiserver/pkg/server/filters/maxinflight.go, tooManyRequests, also
