@@ -5,11 +5,12 @@
 // encoder, so std::map inserts use an end() hint; the JSON path of a field is a chain of
 // stack frames that is rendered into a string only when an error is reported.
 //
-// How it stays safe on hostile bodies: the parser is RapidJSON's iterative one (no recursion)
-// behind a SAX filter that stops at kMaxJsonDepth, so no deep tree is ever built; bodies
-// over kMaxJsonBytes are refused before they are read; UTF-8 is validated over the whole body
-// (its ASCII fast path is cheaper than RapidJSON's per-string check); a key we read that
-// appears twice is an error rather than a silent first-or-last-wins choice.
+// How it stays safe on hostile bodies: RapidJSON's reader runs behind a SAX filter that stops
+// at kMaxJsonDepth before the reader recurses deeper, so neither the stack nor the tree grows
+// with hostile nesting; bodies over kMaxJsonBytes are refused before they are read; every
+// byte is checked up front for what strict RFC 8259 JSON forbids anywhere (invalid UTF-8, raw
+// control characters: FindNonJsonByte), and nothing may follow the root value; a key we read
+// that appears twice is an error rather than a silent first-or-last-wins choice.
 #include "state/k8s_objects.h"
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/memorystream.h"
 #include "rapidjson/reader.h"
@@ -330,21 +332,41 @@ inline bool WordNeedsEscaping(uint64_t word) {
           BytesBelow(word ^ (kOnes * '\\'), 1)) != 0;
 }
 
-// Offset of the first byte that does not belong to well-formed UTF-8 (RFC 3629: no overlong
-// forms, no surrogates, nothing above U+10FFFF), or `length` when all is well. Checking the
-// whole body up front is equivalent to RapidJSON's kParseValidateEncodingFlag (outside strings
-// any non-ASCII byte is invalid JSON anyway) and, with a block-at-a-time ASCII path, cheaper:
-// on a 21 MB body of 5,000 Nodes the flag cost ~5 ms of ~70 ms, this check ~1 ms.
-size_t FindInvalidUtf8(const char* data, size_t length) {
+// The first byte that cannot stand where it is in RFC 8259 JSON whatever the grammar around
+// it: a byte that does not belong to well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or a control character other than the whitespace
+// JSON allows between tokens (tab, line feed, carriage return). Outside strings the grammar
+// refuses both anyway, so checking the whole body up front is equivalent to checking inside
+// strings, and cheaper with a block-at-a-time ASCII path: on a 21 MB body of 5,000 Nodes
+// RapidJSON's kParseValidateEncodingFlag cost ~5 ms of ~70 ms, this check ~1 ms.
+// It is also what makes raw control characters in strings an error at all: RapidJSON 1.1's
+// SSE2 string scan (ScanCopyUnescapedString, used for in-situ and string streams) tests
+// `max(byte, 0x19) == 0x19`, i.e. byte <= 0x19, so U+001A..U+001F pass it unescaped.
+struct BadByte {
+  enum Kind { kNone, kInvalidUtf8, kControl, kNul };
+  Kind kind = kNone;
+  size_t offset = 0;
+  unsigned char byte = 0;  // kControl: which one
+};
+
+// Nonzero when some byte of `word` lies outside printable ASCII (below 0x20 or above 0x7F).
+// Exact for "every byte printable": a borrow only crosses out of a byte below 0x20, which
+// is flagged itself.
+inline uint64_t NonPrintableAscii(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  return ((word - kOnes * 0x20) | word) & (kOnes * 0x80);
+}
+
+BadByte FindNonJsonByte(const char* data, size_t length) {
   const unsigned char* bytes = reinterpret_cast<const unsigned char*>(data);
   size_t i = 0;
-  constexpr uint64_t kHigh = 0x8080808080808080ull;
   while (i < length) {
-    // ASCII 32 bytes at a time (one test per block), then 8.
+    // Printable ASCII 32 bytes at a time (one test per block), then 8.
     if (i + 32 <= length) {
       uint64_t w[4];
       std::memcpy(w, bytes + i, sizeof w);
-      if (((w[0] | w[1] | w[2] | w[3]) & kHigh) == 0) {
+      if ((NonPrintableAscii(w[0]) | NonPrintableAscii(w[1]) | NonPrintableAscii(w[2]) |
+           NonPrintableAscii(w[3])) == 0) {
         i += 32;
         continue;
       }
@@ -352,12 +374,19 @@ size_t FindInvalidUtf8(const char* data, size_t length) {
     if (i + 8 <= length) {
       uint64_t word;
       std::memcpy(&word, bytes + i, sizeof word);
-      if ((word & kHigh) == 0) {
+      if (NonPrintableAscii(word) == 0) {
         i += 8;
         continue;
       }
     }
     const unsigned char lead = bytes[i];
+    if (lead < 0x20) {
+      if (lead == '\t' || lead == '\n' || lead == '\r') {
+        ++i;
+        continue;
+      }
+      return {lead == 0 ? BadByte::kNul : BadByte::kControl, i, lead};
+    }
     if (lead < 0x80) {
       ++i;
       continue;
@@ -378,28 +407,47 @@ size_t FindInvalidUtf8(const char* data, size_t length) {
       cp = lead & 0x07;
       min = 0x10000;
     } else {
-      return i;  // a continuation byte without a lead, or 0xF8..0xFF
+      return {BadByte::kInvalidUtf8, i};  // a continuation byte without a lead, or 0xF8..0xFF
     }
-    if (length - i <= tail) return i;
+    if (length - i <= tail) return {BadByte::kInvalidUtf8, i};
     for (size_t k = 1; k <= tail; ++k) {
       const unsigned char b = bytes[i + k];
-      if ((b & 0xC0) != 0x80) return i;
+      if ((b & 0xC0) != 0x80) return {BadByte::kInvalidUtf8, i};
       cp = (cp << 6) | (b & 0x3F);
     }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {BadByte::kInvalidUtf8, i};
     i += tail + 1;
   }
-  return length;
+  return {};
+}
+
+// "invalid JSON at offset N: <what>", the form of every parse error here.
+absl::Status InvalidJsonAt(size_t offset, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid JSON at offset ", offset, ": ", what));
+}
+
+absl::Status BadByteError(const BadByte& bad) {
+  switch (bad.kind) {
+    case BadByte::kInvalidUtf8:
+      return InvalidJsonAt(bad.offset, "Invalid UTF-8 encoding.");
+    case BadByte::kNul:
+      return InvalidJsonAt(bad.offset, "NUL byte in the document");
+    case BadByte::kControl:
+      return InvalidJsonAt(
+          bad.offset, absl::StrFormat("Unescaped control character U+%04X.", bad.byte));
+    case BadByte::kNone:
+      break;
+  }
+  return absl::OkStatus();
 }
 
 template <unsigned kFlags, typename Stream>
 absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
                                 rapidjson::Document& doc, StringListMember* list = nullptr,
                                 ListIdentities* identities = nullptr) {
-  if (const size_t bad = FindInvalidUtf8(text, length); bad != length) {
+  if (const BadByte bad = FindNonJsonByte(text, length); bad.kind != BadByte::kNone) {
     doc.SetNull();
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid JSON at offset ", bad, ": Invalid UTF-8 encoding."));
+    return BadByteError(bad);
   }
   // The recursive reader (faster than kParseIterativeFlag): the handler refuses a 65th level
   // in StartObject/StartArray, before the reader recurses into it, so hostile nesting cannot
@@ -431,18 +479,19 @@ absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
                                                    " levels at offset ", offset));
   }
   if (result.IsError()) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid JSON at offset ", result.Offset(),
-                                                   ": ",
-                                                   rapidjson::GetParseError_En(result.Code())));
+    // A tab, LF or CR inside a string (FindNonJsonByte lets them pass as whitespace): the
+    // reader stops at it and calls it an escape error; name the character instead (in-situ
+    // parsing writes only below the reader's position, so the byte is still there).
+    const size_t at = result.Offset();
+    if (result.Code() == rapidjson::kParseErrorStringEscapeInvalid && at < length &&
+        static_cast<unsigned char>(text[at]) < 0x20) {
+      return BadByteError({BadByte::kControl, at, static_cast<unsigned char>(text[at])});
+    }
+    return InvalidJsonAt(at, rapidjson::GetParseError_En(result.Code()));
   }
-  // The reader treats a NUL byte as the end of input; anything after one must not be
-  // silently dropped.
-  if (stream.Tell() != length) {
-    const size_t offset = stream.Tell();
-    doc.SetNull();
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid JSON at offset ", offset, ": NUL byte in the document"));
-  }
+  // Without kParseStopWhenDoneFlag the reader refuses anything but whitespace after the root
+  // ("The document root must not be followed by other values."), and it reads up to a NUL
+  // byte, which FindNonJsonByte has refused: the whole text was read.
   return absl::OkStatus();
 }
 

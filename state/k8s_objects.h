@@ -112,8 +112,14 @@ absl::StatusOr<NamespaceObject> DecodeNamespace(const rapidjson::Value& value,
 absl::StatusOr<ResourceQuotaObject> DecodeResourceQuota(const rapidjson::Value& value,
                                                         absl::string_view path);
 
-// Parses JSON with the limits above (size; depth, refused before the parser nests deeper, so
-// hostile nesting cannot overflow the stack). This overload copies the strings into `doc`.
+// Parses strict RFC 8259 JSON with the limits above (size; depth, refused before the parser
+// nests deeper, so hostile nesting cannot overflow the stack). Strict: valid UTF-8 only, no
+// raw control character (in a string or anywhere else; tab, LF and CR only as whitespace
+// between tokens), no NUL byte, nothing but whitespace after the root value. Errors are
+// InvalidArgument "invalid JSON at offset N: <reason>" (N counts bytes from 0), e.g.
+//   invalid JSON at offset 57: Unescaped control character U+001A.
+//   invalid JSON at offset 3: The document root must not be followed by other values.
+// On error `doc` is null. This overload copies the strings into `doc`.
 absl::Status ParseJsonLimited(absl::string_view text, rapidjson::Document& doc);
 
 // A member of the top-level object that is an array of strings (or null), collected while
@@ -163,10 +169,10 @@ absl::StatusOr<ObjectIdentity> DecodeNodeIdentity(const rapidjson::Value& value,
 // '\\'), 8 bytes at a time.
 bool NeedsJsonEscaping(absl::string_view s);
 
-// In-situ variant: parses `buffer` in place (about twice as fast on big bodies); `buffer`
-// must be NUL-terminated and outlive `doc`. With `list`, that member is collected on the way
-// (its `error`, when set, is the returned status).
-// With `identities`, those are noted too.
+// In-situ variant, equally strict: parses `buffer` in place (about twice as fast on big
+// bodies); `buffer` must be NUL-terminated and outlive `doc`. With `list`, that member is
+// collected on the way (its `error`, when set, is the returned status). With `identities`,
+// those are noted too.
 absl::Status ParseJsonInSituLimited(char* buffer, size_t length, rapidjson::Document& doc,
                                     StringListMember* list = nullptr,
                                     ListIdentities* identities = nullptr);
