@@ -560,6 +560,23 @@ absl::StatusOr<ResourceQuotaObject> DecodeResourceQuota(const rapidjson::Value& 
   return quota;
 }
 
+absl::StatusOr<const rapidjson::Value*> ParseWatchEventLine(absl::string_view line,
+                                                            rapidjson::Document& doc,
+                                                            std::string* type) {
+  if (absl::Status s = ParseJsonLimited(line, doc); !s.ok()) return s;
+  if (!doc.IsObject()) return absl::InvalidArgumentError("watch event: must be an object");
+  const auto t = doc.FindMember("type");
+  if (t == doc.MemberEnd() || !t->value.IsString() || t->value.GetStringLength() == 0) {
+    return absl::InvalidArgumentError("watch event: type: missing (or not a non-empty string)");
+  }
+  const auto object = doc.FindMember("object");
+  if (object == doc.MemberEnd() || !object->value.IsObject()) {
+    return absl::InvalidArgumentError("watch event: object: missing (or not an object)");
+  }
+  type->assign(t->value.GetString(), t->value.GetStringLength());
+  return &object->value;
+}
+
 absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json) {
   if (absl::Status s = CheckJsonSize(json.size()); !s.ok()) return s;
   // One copy buys in-situ parsing (strings stay in the buffer), about twice as fast as

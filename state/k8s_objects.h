@@ -91,6 +91,16 @@ struct ObjectBatch {
 // carry `kind` (or take it from the list's kind). Unknown kinds are counted and skipped.
 absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json);
 
+// One line of a watch stream, `{"type":"ADDED","object":{...}}`, parsed strictly (json_reader.h)
+// into `doc`. Returns the event's object and sets `type` (not checked against the known
+// types: the caller decides). InvalidArgument naming the offset or the field otherwise:
+//   invalid JSON at offset 40: Unescaped control character U+001A.
+//   watch event: type: missing (or not a non-empty string)
+//   watch event: object: missing (or not an object)
+absl::StatusOr<const rapidjson::Value*> ParseWatchEventLine(absl::string_view line,
+                                                            rapidjson::Document& doc,
+                                                            std::string* type);
+
 // Decoders for objects whose kind is known from context (extender requests send no kind).
 // `path` prefixes error messages ("Pod", "Nodes.items[3]").
 absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::string_view path);

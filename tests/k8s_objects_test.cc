@@ -770,5 +770,37 @@ TEST(DecodeObjectsTest, SingleObjectsUseTheirKindAsPathRoot) {
             "Node.metadata.name: expected a string, got a number");
 }
 
+// Watch event lines (the API server's watch stream, one event per line) are strict JSON too
+// (issue 12, finding 7): the reflector treats a refused line as a broken stream and re-watches.
+TEST(ParseWatchEventLineTest, CapturedLinesParseAndBrokenLinesNameTheOffsetOrField) {
+  const std::string stream =
+      ReadFileOrDie(SharedPath("protocol/kube-api-1.26/watch-pods-stream.jsonl"));
+  const std::string line = stream.substr(0, stream.find('\n'));
+  rapidjson::Document doc;
+  std::string type;
+  absl::StatusOr<const rapidjson::Value*> object = ParseWatchEventLine(line, doc, &type);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(type, "ADDED");
+  EXPECT_TRUE(DecodePod(**object, "event.object").ok());
+
+  const size_t name = line.find("\"name\":\"") + 8;
+  std::string control = line;
+  control.insert(name, 1, '\x1a');
+  EXPECT_EQ(ErrorOf(ParseWatchEventLine(control, doc, &type)),
+            absl::StrCat("invalid JSON at offset ", name, ": Unescaped control character U+001A."));
+  EXPECT_EQ(ErrorOf(ParseWatchEventLine(line + "{}", doc, &type)),
+            absl::StrCat("invalid JSON at offset ", line.size(),
+                         ": The document root must not be followed by other values."));
+  std::string utf8 = line;
+  utf8[name] = '\xc0';
+  EXPECT_THAT(ErrorOf(ParseWatchEventLine(utf8, doc, &type)),
+              StartsWith(absl::StrCat("invalid JSON at offset ", name, ": ")));
+  EXPECT_EQ(ErrorOf(ParseWatchEventLine(R"({"object":{}})", doc, &type)),
+            "watch event: type: missing (or not a non-empty string)");
+  EXPECT_EQ(ErrorOf(ParseWatchEventLine(R"({"type":"ADDED","object":[]})", doc, &type)),
+            "watch event: object: missing (or not an object)");
+  EXPECT_EQ(ErrorOf(ParseWatchEventLine("[]", doc, &type)), "watch event: must be an object");
+}
+
 }  // namespace
 }  // namespace gse
