@@ -28,6 +28,7 @@
 #include "extender/extender_service.h"
 #include "extender/metrics.h"
 #include "fuzz/fuzz_check.h"
+#include "rapidjson/document.h"
 #include "scoring/policies.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
@@ -55,11 +56,18 @@ World& TheWorld() {
   static World* world = [] {
     auto* w = new World;
     w->catalog = fuzz::BuiltInCatalog();
-    absl::StatusOr<ObjectBatch> nodes =
-        DecodeObjects(testing::ReadFileOrDie(testing::SharedPath("protocol/nodelist-2-gpu-nodes.json")));
-    fuzz::Check(nodes.ok(), "the protocol node list decodes", nodes.status().ToString());
+    // The NodeList as kube-scheduler sends it (no kind), so its items are decoded as Nodes.
+    rapidjson::Document list;
+    const absl::Status parsed = ParseJsonLimited(
+        testing::ReadFileOrDie(testing::SharedPath("protocol/nodelist-2-gpu-nodes.json")), list);
+    fuzz::Check(parsed.ok() && list.IsObject() && list.HasMember("items") && list["items"].IsArray(),
+                "the protocol node list parses", parsed.ToString());
     w->cluster = fuzz::DemoCluster();
-    for (NodeObject& n : nodes->nodes) w->cluster.nodes.push_back(std::move(n));
+    for (const rapidjson::Value& item : list["items"].GetArray()) {
+      absl::StatusOr<NodeObject> node = DecodeNode(item, "items[]");
+      fuzz::Check(node.ok(), "the protocol nodes decode", node.status().ToString());
+      w->cluster.nodes.push_back(*std::move(node));
+    }
     return w;
   }();
   return *world;
