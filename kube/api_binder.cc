@@ -9,6 +9,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/json_reader.h"
 
 namespace gse {
 namespace {
@@ -88,8 +89,7 @@ bool ApiBinder::BoundAsRequested(const BindTarget& target,
     return false;
   }
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(body->data(), body->size());
-  if (doc.HasParseError() || !doc.IsObject()) return false;
+  if (!ParseJsonLimited(*body, doc).ok() || !doc.IsObject()) return false;
   auto member = [](const rapidjson::Value& v, const char* key) -> const rapidjson::Value* {
     if (!v.IsObject()) return nullptr;
     auto it = v.FindMember(key);

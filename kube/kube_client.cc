@@ -35,7 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "rapidjson/error/en.h"
+#include "state/json_reader.h"
 
 namespace gse {
 namespace {
@@ -201,11 +201,10 @@ absl::Status ParseBody(std::string& body, rapidjson::Document& doc, absl::string
     return absl::ResourceExhaustedError(absl::StrCat(what, ": body of ", body.size(),
                                                      " bytes exceeds the limit"));
   }
-  doc.ParseInsitu<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(&body[0]);
-  if (doc.HasParseError()) {
-    return absl::DataLossError(absl::StrCat(what, ": invalid JSON at offset ",
-                                            doc.GetErrorOffset(), ": ",
-                                            rapidjson::GetParseError_En(doc.GetParseError())));
+  // Strict (json_reader.h): a body with trailing text, raw control characters or invalid
+  // UTF-8 is not what an API server sends; it is a broken or hostile stream.
+  if (absl::Status s = ParseJsonInSituLimited(&body[0], body.size(), doc); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(what, ": ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -247,8 +246,7 @@ absl::Status StatusFromKubeStatus(absl::string_view what, int http_code, absl::s
   std::string message;
   int code = http_code;
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
-  if (!doc.HasParseError() && doc.IsObject()) {
+  if (ParseJsonLimited(body, doc).ok() && doc.IsObject()) {
     auto str = [&](const char* key) -> std::string {
       auto it = doc.FindMember(key);
       return it != doc.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";

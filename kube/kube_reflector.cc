@@ -457,20 +457,15 @@ void KubeReflector::WatchLoop(Kind kind, std::string resource_version, WatchStop
 bool KubeReflector::HandleLine(Kind kind, absl::string_view line, std::string* resource_version,
                                bool* relist, bool* corrupt) {
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    // A truncated or garbled line: the stream is broken; re-watch from the last good
-    // resourceVersion, which replays this event.
+  std::string type;
+  const absl::StatusOr<const rapidjson::Value*> parsed = ParseWatchEventLine(line, doc, &type);
+  if (!parsed.ok()) {
+    // A truncated, garbled or not strictly JSON line: the stream is broken; re-watch from the
+    // last good resourceVersion, which replays this event.
     *corrupt = true;
     return false;
   }
-  std::string type = StringMember(doc, "type");
-  auto obj_it = doc.FindMember("object");
-  if (type.empty() || obj_it == doc.MemberEnd() || !obj_it->value.IsObject()) {
-    *corrupt = true;
-    return false;
-  }
-  const rapidjson::Value& object = obj_it->value;
+  const rapidjson::Value& object = **parsed;
   if (type == "ERROR") {
     auto code = object.FindMember("code");
     int c = code != object.MemberEnd() && code->value.IsInt() ? code->value.GetInt() : 0;

@@ -14,6 +14,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/json_reader.h"
 
 namespace gse {
 namespace {
@@ -226,8 +227,7 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
     return Outcome::kHeld;
   }
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(got->data(), got->size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("metadata")) {
+  if (!ParseJsonLimited(*got, doc).ok() || !doc.IsObject() || !doc.HasMember("metadata")) {
     lease_errors_.fetch_add(1);
     Log("lease_get_failed", "not a Lease object");
     return Outcome::kFailed;
@@ -297,8 +297,7 @@ void LeaderElector::Release() {
     return;
   }
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(got->data(), got->size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("spec") || !doc["spec"].IsObject()) return;
+  if (!ParseJsonLimited(*got, doc).ok() || !doc.IsObject() || !doc.HasMember("spec") || !doc["spec"].IsObject()) return;
   rapidjson::Value& spec = doc["spec"];
   if (Str(spec, "holderIdentity") != identity_) return;
   auto& alloc = doc.GetAllocator();

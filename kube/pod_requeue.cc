@@ -11,6 +11,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/json_reader.h"
 
 namespace gse {
 namespace {
@@ -243,8 +244,7 @@ PodRequeuer::Touch PodRequeuer::TouchPod(const PodObject& listed, const std::str
       return KubeErrorOf(got.status()).http_code == 404 ? Touch::kChanged : Touch::kFailed;
     }
     rapidjson::Document doc;
-    doc.Parse(got->data(), got->size());
-    if (doc.HasParseError()) return Touch::kFailed;
+    if (!ParseJsonLimited(*got, doc).ok()) return Touch::kFailed;
     absl::StatusOr<PodObject> current = DecodePod(doc, "pod");
     if (!current.ok() || current->uid != listed.uid || !Pending(*current)) return Touch::kChanged;
     if (CarriesValue(*current, value)) return Touch::kAlready;

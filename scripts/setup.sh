@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything gpu-slice-extender needs to build, run and test on Debian bookworm:
-# the libraries (all Debian packages), the real tools the tests drive (Prometheus/promtool,
+# the libraries (all Debian packages), clang with libFuzzer (fuzz/), the real tools the tests drive (Prometheus/promtool,
 # kubectl is expected on PATH for manifest tests), and the npm packages of the offline
 # validators. Idempotent: packages already present are not fetched again.
 #
@@ -22,7 +22,8 @@ done
 
 BUILD_PACKAGES=(cmake g++ make pkg-config git ca-certificates openssl
   libcpp-httplib-dev rapidjson-dev libabsl-dev prometheus-cpp-dev libssl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
+  clang libclang-rt-14-dev)  # clang + libFuzzer and its sanitizer runtimes: the fuzz tree
 TEST_PACKAGES=(prometheus curl nodejs npm)
 IMAGE_PACKAGES=(podman buildah runc fuse-overlayfs debootstrap containernetworking-plugins)
 ((build_only)) && TEST_PACKAGES=()

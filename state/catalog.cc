@@ -1,7 +1,8 @@
 // GPU catalog: parsing, validation and lookup (contract in catalog.h; reference in
 // docs/catalog.md).
 //
-// Catalog file format (YAML; JSON is accepted because JSON is YAML):
+// Catalog file format (YAML; or JSON, which is YAML: a document whose first character after
+// whitespace is `{` must then be strict RFC 8259 JSON, as every JSON input is):
 //
 //   apiVersion: gpu.themelio.io/v1       # required, exactly this value
 //   kind: GpuCatalog                     # required, exactly this value
@@ -28,7 +29,8 @@
 // Limits protect the process that loads the file (every check happens before yaml-cpp sees
 // the text, because yaml-cpp recurses once per nesting level and allocates ~500 bytes per
 // node: a 4 MiB list of `1,` costs it about 1 GB):
-//   * at most 4 MiB, no NUL bytes;
+//   * at most 4 MiB of UTF-8 text: no invalid UTF-8, no NUL or other control character but
+//     tab, LF and CR (YAML refuses them too; yaml-cpp does not check);
 //   * nesting at most 32 levels (a catalog needs about 5) by a conservative lexical count;
 //   * at most 100,000 YAML tokens (a 1,000-offering catalog needs about 50,000);
 //   * at most 1,000 offerings, 64 aliases and 64 nodeSelector entries per offering, 1 KiB
@@ -55,6 +57,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "rapidjson/document.h"
+#include "state/json_reader.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gse {
@@ -948,14 +952,32 @@ absl::Status CheckBytes(absl::string_view text) {
         absl::StrFormat("document is %d bytes; a catalog may be at most 4 MiB (%d bytes)",
                         text.size(), kMaxDocumentBytes));
   }
-  size_t nul = text.find('\0');
-  if (nul != absl::string_view::npos) {
-    absl::string_view before = text.substr(0, nul);
-    size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
-    size_t last_nl = before.rfind('\n');
-    size_t column = last_nl == absl::string_view::npos ? nul + 1 : nul - last_nl;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "document contains a NUL byte at line %d, column %d (a catalog is text)", line, column));
+  const TextFault fault = FindTextFault(text);
+  if (fault.kind == TextFault::kNone) return absl::OkStatus();
+  std::string what = "invalid UTF-8";
+  if (fault.kind == TextFault::kNul) what = "a NUL byte";
+  if (fault.kind == TextFault::kControl) {
+    what = absl::StrFormat("the control character U+%04X", fault.byte);
+  }
+  const absl::string_view before = text.substr(0, fault.offset);
+  const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+  const size_t last_nl = before.rfind('\n');
+  const size_t column =
+      last_nl == absl::string_view::npos ? fault.offset + 1 : fault.offset - last_nl;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("document contains %s at line %d, column %d (byte offset %d; a catalog "
+                      "is UTF-8 text)",
+                      what, line, column, fault.offset));
+}
+
+// A document that opens like JSON is held to JSON's rules (json_reader.h), which YAML's
+// reading of it would not check: no trailing garbage, no single quotes or trailing commas.
+absl::Status CheckJsonDocument(absl::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == absl::string_view::npos || text[first] != '{') return absl::OkStatus();
+  rapidjson::Document doc;
+  if (absl::Status s = ParseJsonLimited(text, doc); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("JSON catalog: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -1045,6 +1067,7 @@ bool IsValidMigProfile(absl::string_view profile) {
 absl::StatusOr<Catalog> Catalog::Parse(absl::string_view text) {
   if (absl::Status s = CheckBytes(text); !s.ok()) return s;
   if (absl::Status s = DocumentScanner().Scan(text); !s.ok()) return s;
+  if (absl::Status s = CheckJsonDocument(text); !s.ok()) return s;
 
   std::vector<YAML::Node> docs;
   try {

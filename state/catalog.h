@@ -53,7 +53,8 @@ struct Offering {
 
 class Catalog {
  public:
-  // Parses and validates a catalog document (YAML, or JSON which is YAML). Errors name the
+  // Parses and validates a catalog document: UTF-8 YAML, or JSON (a document opening with `{`
+  // must be strict RFC 8259 JSON, state/json_reader.h). Errors name the
   // offering (by index and resource) and the field, e.g.
   //   offerings[3] (nvidia.com/mig-1g.5gb): replicas: must be 1 for sharing "exclusive", got 4
   static absl::StatusOr<Catalog> Parse(absl::string_view text);

@@ -20,13 +20,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "rapidjson/document.h"
+#include "state/json_reader.h"
 
 namespace gse {
 
-// Hard limits on hostile input, applied by every decoder.
-inline constexpr size_t kMaxJsonBytes = 256u << 20;  // whole document
-inline constexpr int kMaxJsonDepth = 64;             // nesting of objects/arrays
-inline constexpr size_t kMaxNameBytes = 253;          // DNS subdomain, as Kubernetes
+// Longest object name we accept (documents themselves are limited by json_reader.h).
+inline constexpr size_t kMaxNameBytes = 253;  // DNS subdomain, as Kubernetes
 
 struct NodeObject {
   std::string name;
@@ -92,6 +91,16 @@ struct ObjectBatch {
 // carry `kind` (or take it from the list's kind). Unknown kinds are counted and skipped.
 absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json);
 
+// One line of a watch stream, `{"type":"ADDED","object":{...}}`, parsed strictly (json_reader.h)
+// into `doc`. Returns the event's object and sets `type` (not checked against the known
+// types: the caller decides). InvalidArgument naming the offset or the field otherwise:
+//   invalid JSON at offset 40: Unescaped control character U+001A.
+//   watch event: type: missing (or not a non-empty string)
+//   watch event: object: missing (or not an object)
+absl::StatusOr<const rapidjson::Value*> ParseWatchEventLine(absl::string_view line,
+                                                            rapidjson::Document& doc,
+                                                            std::string* type);
+
 // Decoders for objects whose kind is known from context (extender requests send no kind).
 // `path` prefixes error messages ("Pod", "Nodes.items[3]").
 absl::StatusOr<NodeObject> DecodeNode(const rapidjson::Value& value, absl::string_view path);
@@ -112,64 +121,10 @@ absl::StatusOr<NamespaceObject> DecodeNamespace(const rapidjson::Value& value,
 absl::StatusOr<ResourceQuotaObject> DecodeResourceQuota(const rapidjson::Value& value,
                                                         absl::string_view path);
 
-// Parses JSON with the limits above (size; depth, refused before the parser nests deeper, so
-// hostile nesting cannot overflow the stack). This overload copies the strings into `doc`.
-absl::Status ParseJsonLimited(absl::string_view text, rapidjson::Document& doc);
-
-// A member of the top-level object that is an array of strings (or null), collected while
-// parsing instead of stored in the document: kube-scheduler's 5,000-name candidate list then
-// costs no DOM values and no second walk over them. The member is left out of the document.
-// Each element is checked as it arrives; the first bad one stops the parse with `error` set
-// to an InvalidArgument that names it ("NodeNames[3]: must be a string, got number"), as do
-// a value that is neither an array nor null and a second occurrence of the key.
-struct StringListMember {
-  explicit StringListMember(absl::string_view k, size_t max) : key(k), max_bytes(max) {}
-  const absl::string_view key;
-  const size_t max_bytes;  // longest element allowed; empty elements are refused too
-  bool present = false;    // the member was given with an array (absent and null: false)
-  std::vector<absl::string_view> values;  // views into the parsed buffer
-  // No element holds a character that JSON must escape: each can be written back between
-  // quotes as it is (NeedsJsonEscaping, checked only when the text holds a backslash).
-  bool plain = true;
-  absl::Status error;
-};
-
-// The identities (metadata.name, metadata.resourceVersion) of the items of a List-valued
-// top-level member (kube-scheduler's "Nodes"), noted while parsing, as views into the buffer:
-// by the time a decoder walks 5,000 parsed Node objects they have left the caches, and
-// finding two strings in each then costs more than the parse. Nothing is validated here;
-// DecodeNodeIdentity uses an item's capture only when it shows that the item passes the same
-// checks (one metadata object, one name string, no repeated key it reads) and decodes the
-// item itself otherwise, so results and errors are the same either way.
-struct ListIdentities {
-  explicit ListIdentities(absl::string_view k) : key(k) {}
-  const absl::string_view key;  // the top-level member holding {"items":[...]}
-  struct Item {
-    absl::string_view name;
-    absl::string_view resource_version;
-    bool complete = false;  // the capture alone decides this item's identity
-  };
-  // Parallel to the member's items, when `usable` (the member and its items given once).
-  std::vector<Item> items;
-  bool usable = true;
-};
-
 // DecodeNodeIdentity, from `captured` (the parser's note on this item) when it suffices.
 absl::StatusOr<ObjectIdentity> DecodeNodeIdentity(const rapidjson::Value& value,
                                                   absl::string_view path,
                                                   const ListIdentities::Item* captured);
-
-// Whether `s` holds a character that a JSON string must escape (a control character, '"' or
-// '\\'), 8 bytes at a time.
-bool NeedsJsonEscaping(absl::string_view s);
-
-// In-situ variant: parses `buffer` in place (about twice as fast on big bodies); `buffer`
-// must be NUL-terminated and outlive `doc`. With `list`, that member is collected on the way
-// (its `error`, when set, is the returned status).
-// With `identities`, those are noted too.
-absl::Status ParseJsonInSituLimited(char* buffer, size_t length, rapidjson::Document& doc,
-                                    StringListMember* list = nullptr,
-                                    ListIdentities* identities = nullptr);
 
 }  // namespace gse
 

@@ -2,6 +2,7 @@
 // hostile input, the built-in catalog, name rules and lookup.
 #include "state/catalog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
@@ -22,6 +23,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 // A valid first offering (lines 4-5), so that the offering under test is offerings[1] and
 // starts on line 6.
@@ -487,6 +489,43 @@ TEST(CatalogHostile, NulByteIsRejectedWithItsPosition) {
   std::string doc = WithOffering("- resource: example.com/b\n");
   doc.insert(doc.find("GpuCatalog") + 3, 1, '\0');
   EXPECT_THAT(ErrorOf(doc), HasSubstr("document contains a NUL byte at line 2, column 10"));
+}
+
+// Issue 12, finding 7: a catalog is text (YAML refuses control characters and invalid UTF-8
+// too; yaml-cpp does not check), and a JSON catalog is strict JSON.
+TEST(CatalogHostile, ControlCharactersAndInvalidUtf8AreRefusedWithTheirPosition) {
+  const std::string doc = WithOffering("- resource: example.com/b\n  displayName: Bee\n");
+  const size_t at = doc.find("Bee") + 1;
+  std::string control = doc;
+  control[at] = '\x1a';
+  EXPECT_THAT(ErrorOf(control),
+              HasSubstr(absl::StrCat("document contains the control character U+001A at line ",
+                                     std::count(doc.begin(), doc.begin() + at, '\n') + 1,
+                                     ", column 17 (byte offset ", at, ";")));
+  std::string utf8 = doc;
+  utf8[at] = '\xff';
+  EXPECT_THAT(ErrorOf(utf8), HasSubstr("document contains invalid UTF-8 at line "));
+  // Tab, LF and CR are text (a display name itself may hold no control character at all, the
+  // offering's own rule); UTF-8 display names pass.
+  absl::StatusOr<Catalog> ok = Catalog::Parse(
+      WithOffering("- resource: example.com/b\r\n  displayName: \"Bb\xc3\xa9\"\t# a\ttab\r\n"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->Get(1).display_name, "Bb\xc3\xa9");
+}
+
+TEST(CatalogJson, JsonCatalogsAreStrictJson) {
+  const std::string json =
+      "{\"apiVersion\":\"gpu.themelio.io/v1\",\"kind\":\"GpuCatalog\","
+      "\"offerings\":[{\"resource\":\"example.com/a\"}]}";
+  ASSERT_TRUE(Catalog::Parse(json + "\n").ok());
+  EXPECT_EQ(ErrorOf(json + "\n{}"),
+            absl::StrCat("JSON catalog: invalid JSON at offset ", json.size() + 1,
+                         ": The document root must not be followed by other values."));
+  std::string trailing_comma = json;
+  trailing_comma.insert(trailing_comma.size() - 2, ",");
+  EXPECT_THAT(ErrorOf(trailing_comma), StartsWith("JSON catalog: invalid JSON at offset "));
+  EXPECT_THAT(ErrorOf("  {'apiVersion': 'gpu.themelio.io/v1'}"),
+              StartsWith("JSON catalog: invalid JSON at offset 3: "));
 }
 
 TEST(CatalogHostile, DeepFlowNestingDoesNotCrash) {

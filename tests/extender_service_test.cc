@@ -947,6 +947,73 @@ TEST_F(ExtenderServiceTest, MalformedBodiesAre400NamingThePathAndChangeNothing) 
   EXPECT_TRUE(binder_.calls().empty());
 }
 
+// Issue 12, finding 7: a body that is not strict RFC 8259 JSON is refused before anything is
+// decided, with the offset of the first offence. The bind below would succeed with a
+// well-formed body (its pod passed filter); before the fix the one with U+001A in a key bound.
+TEST_F(ExtenderServiceTest, BodiesThatAreNotStrictJsonAre400NamingTheOffset) {
+  LoadExampleNodes();
+  const std::string pod = PodJson("strict", "uid-strict", {{kMig, "1"}});
+  ASSERT_EQ(service_->Filter(NamesBody(pod, {"gpu-node-a"})).status, 200);
+  // An unknown member long enough that the control character lands in a 16-byte block of
+  // RapidJSON's SIMD string scan.
+  const std::string padding = R"(,"x-padding-aaaaaaaaaaaaaaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbb":1})";
+  auto with_padding = [&](std::string body) {
+    body.pop_back();  // its closing brace
+    return body + padding;
+  };
+  const std::map<std::string, std::string> good = {
+      {"filter", with_padding(NamesBody(pod, {"gpu-node-a"}))},
+      {"prioritize", with_padding(NamesBody(pod, {"gpu-node-a"}))},
+      {"bind", with_padding(BindBody("strict", "uid-strict", "gpu-node-a"))},
+      {"preempt", with_padding(absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{}})"))},
+  };
+  auto call = [&](const std::string& verb, std::string body) {
+    if (verb == "filter") return service_->Filter(std::move(body));
+    if (verb == "prioritize") return service_->Prioritize(std::move(body));
+    if (verb == "bind") return service_->Bind(std::move(body));
+    return service_->Preempt(std::move(body));
+  };
+  const std::string before = service_->DebugStateJson();
+  for (const auto& [verb, body] : good) {
+    const size_t at = body.find('_');
+    ASSERT_NE(at, std::string::npos);
+    struct Case {
+      std::string body;
+      std::string error;
+    };
+    std::string control = body, utf8 = body, nul = body;
+    control[at] = '\x1a';
+    utf8[at] = '\xff';
+    nul[at] = '\0';
+    const std::vector<Case> cases = {
+        {control, absl::StrCat("body: invalid JSON at offset ", at,
+                               ": Unescaped control character U+001A.")},
+        {utf8, absl::StrCat("body: invalid JSON at offset ", at, ": Invalid UTF-8 encoding.")},
+        {nul, absl::StrCat("body: invalid JSON at offset ", at, ": NUL byte in the document")},
+        {body + "{}", absl::StrCat("body: invalid JSON at offset ", body.size(),
+                                   ": The document root must not be followed by other values.")},
+        {body + " x", absl::StrCat("body: invalid JSON at offset ", body.size() + 1,
+                                   ": The document root must not be followed by other values.")},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(verb + " " + c.error);
+      VerbResult r = call(verb, c.body);
+      EXPECT_EQ(r.status, 400);
+      EXPECT_EQ(r.outcome, "bad_request");
+      rapidjson::Document doc = Json(r.body);
+      ASSERT_TRUE(doc.IsObject());
+      EXPECT_EQ(doc["Error"].GetString(), c.error);
+      EXPECT_EQ(service_->DebugStateJson(), before);
+    }
+  }
+  EXPECT_TRUE(binder_.calls().empty());
+  // The same bind, well-formed and with trailing whitespace (allowed), binds.
+  VerbResult r = service_->Bind(good.at("bind") + "\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"Error":""})");
+  EXPECT_EQ(binder_.calls().size(), 1u);
+}
+
 // ------------------------------------------------------------------------------- not ready
 
 TEST_F(ExtenderServiceTest, NotReadyAnswersWithoutDeciding) {

@@ -562,7 +562,8 @@ class RandomRun {
     last_action_ = absl::StrCat("eviction what-if for ", Project(project), " asking ", amount, " ",
                                 resource, " evicting ", absl::StrJoin(victims, ","));
     const OfferingId id = Id(resource);
-    mirror_.Read([&](const ClusterState& s) {
+    // (C++17 lambdas cannot capture a structured binding; clang refuses it, GCC allows it.)
+    mirror_.Read([&, amount = amount](const ClusterState& s) {
       for (const NodeSpec& spec : nodes_) {
         const NodeFit fit = CheckNode(s, req, s.FindNode(spec.name), evicted);
         const bool expected = checker_.Fits(spec.name, id, amount, Project(project), victims);

@@ -407,6 +407,48 @@ TEST(KubeClientTest, WatchEndingInsideAnEventIsDataLoss) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
 }
 
+// Issue 12, finding 7: list pages are strict RFC 8259 JSON like every input. Before, trailing
+// text after the page was ignored (kParseStopWhenDoneFlag) and U+001A..U+001F passed inside
+// strings; now each is refused as DataLoss naming the offset, and no page reaches the caller.
+TEST(KubeClientTest, ListPagesThatAreNotStrictJsonAreDataLossNamingTheOffset) {
+  const std::string page = R"({"kind":"NodeList","metadata":{"resourceVersion":"7"},"items":[]})";
+  std::string control = page;
+  control.insert(control.find("\"7\"") + 2, 1, '\x1a');  // inside the string "7"
+  const struct {
+    std::string body;
+    std::string error;
+  } cases[] = {
+      {page + " {}", "invalid JSON at offset 66: The document root must not be followed by other values."},
+      {control, "invalid JSON at offset 51: Unescaped control character U+001A."},
+      {page.substr(0, 20) + "\xff" + page.substr(20), "invalid JSON at offset 20: "},
+  };
+  for (const auto& c : cases) {
+    RawStreamServer raw(c.body, 0);
+    KubeConfig config;
+    config.server = raw.url();
+    auto client = KubeClient::Create(config);
+    ASSERT_TRUE(client.ok());
+    int pages = 0;
+    absl::StatusOr<std::string> rv = (*client)->List("/api/v1/nodes", [&](const rapidjson::Value&) {
+      ++pages;
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(rv.status().code(), absl::StatusCode::kDataLoss) << c.body;
+    EXPECT_THAT(std::string(rv.status().message()), HasSubstr(c.error)) << c.body;
+    EXPECT_EQ(pages, 0);
+  }
+  // The same page without the fault is listed.
+  RawStreamServer raw(page, 0);
+  KubeConfig config;
+  config.server = raw.url();
+  auto client = KubeClient::Create(config);
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<std::string> rv =
+      (*client)->List("/api/v1/nodes", [](const rapidjson::Value&) { return absl::OkStatus(); });
+  ASSERT_TRUE(rv.ok()) << rv.status();
+  EXPECT_EQ(*rv, "7");
+}
+
 TEST(KubeClientTest, WatchOfTheFakeServerStreamsEventsAndBookmarksUntilTimeout) {
   FakeApiServer::Options options;
   options.bookmark_interval = absl::Milliseconds(200);

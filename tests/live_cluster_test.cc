@@ -28,10 +28,15 @@
 
 // absl's flag storage reads through a seqlock whose std::atomic_thread_fence GCC rejects in
 // ThreadSanitizer builds (-Wtsan: TSan does not model fences); flags are read at start-up only.
+// (Clang has no -Wtsan and would refuse the unknown group.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wtsan"
+#endif
 #include "absl/flags/flag.h"
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

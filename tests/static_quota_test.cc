@@ -92,6 +92,27 @@ TEST(StaticQuotaTest, BadFilesAreRefusedWithThePathAndTheReason) {
   EXPECT_THAT(ErrorOf(many), HasSubstr("more than 10000 projects"));
 }
 
+// Issue 12, finding 7: the file is strict RFC 8259 JSON, and the error names the offset.
+TEST(StaticQuotaTest, FilesThatAreNotStrictJsonAreRefusedAtTheirOffset) {
+  const std::string good = R"({"projects":{"ml-team":{"requests.nvidia.com/gpu":"2"}}})";
+  ASSERT_EQ(ErrorOf(good + "\n"), "ok");
+  std::string control = good;
+  control[15] = '\x1a';  // in "ml-team"
+  EXPECT_EQ(ErrorOf(control),
+            "quota file: document: invalid JSON at offset 15: Unescaped control character "
+            "U+001A.");
+  std::string utf8 = good;
+  utf8[15] = '\xe2';
+  EXPECT_EQ(ErrorOf(utf8), "quota file: document: invalid JSON at offset 15: Invalid UTF-8 "
+                           "encoding.");
+  EXPECT_EQ(ErrorOf(good + "{}"),
+            absl::StrCat("quota file: document: invalid JSON at offset ", good.size(),
+                         ": The document root must not be followed by other values."));
+  EXPECT_EQ(ErrorOf(good + std::string(1, '\0')),
+            absl::StrCat("quota file: document: invalid JSON at offset ", good.size(),
+                         ": NUL byte in the document"));
+}
+
 NodeObject Node(const std::string& name, int64_t gpus, int64_t tickets) {
   NodeObject n;
   n.name = name;
