@@ -35,6 +35,10 @@
 
 namespace gse {
 
+namespace cluster_state_internal {
+class Auditor;
+}  // namespace cluster_state_internal
+
 using ProjectId = int32_t;
 inline constexpr ProjectId kNoProject = -1;
 
@@ -309,6 +313,8 @@ class ClusterState {
   AuditReport Audit() const;
 
  private:
+  friend class cluster_state_internal::Auditor;  // Audit()'s steps (audit.cc)
+
   ProjectId InternProject(absl::string_view name);
   void RecomputeQuotas();
   void AddHolding(const PodRecord& pod);
@@ -331,6 +337,14 @@ class ClusterState {
   void AddToIndex(const NodeOffering& no, int32_t sign);
   int64_t UsageDelta(const Offering& offering, const NodeOffering& no, const Assignment& a,
                      ProjectId project) const;
+  // Reserve's checks, in order: the assignment names live units of a usable offering in a
+  // shape its sharing allows; then they have room for it (capacity, owner, quota).
+  absl::Status CheckUnitsExist(const PodClaim& claim, const Assignment& a) const;
+  absl::Status CheckRoom(const PodClaim& claim, const std::string& project_name,
+                         const Assignment& a) const;
+  // The units charged to a pod bound without our annotation (pod_holdings.cc).
+  Assignment ChargedUnits(const std::string& node_name, OfferingId offering, size_t need,
+                          ProjectId project) const;
 
   std::shared_ptr<const Catalog> catalog_;
   MirrorOptions options_;
