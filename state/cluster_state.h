@@ -10,9 +10,10 @@
 //    reported by Audit() and offers no free capacity, so it is never handed out again.
 //  * Reserve() is the only way we hand out capacity. It re-checks capacity, owner and quota
 //    and either commits the whole assignment or changes nothing.
-//  * Units are identified by (node, offering, index). A node whose advertised count shrinks
-//    below what is held keeps the held units, marked draining (no new holders), never drops
-//    them silently.
+//  * Units are identified by (node, offering, index). A node offers allocatable / replicas
+//    units (allocatable is the truth: the device plugin removes unhealthy devices there; the
+//    `.count` labels only describe). A node whose count shrinks below what is held keeps the
+//    held units, marked draining (no new holders), never drops them silently.
 #ifndef GSE_STATE_CLUSTER_STATE_H_
 #define GSE_STATE_CLUSTER_STATE_H_
 
@@ -159,7 +160,7 @@ struct RoomRow {
 // One offering as one node provides it. Hot fields (read for every candidate node) first.
 struct NodeOffering {
   OfferingId offering = kNoOffering;
-  int32_t advertised_units = 0;  // physical units the node advertises now
+  int32_t advertised_units = 0;  // units allocatable now: allocatable / replicas
   OfferingSummary summary;       // derived from units (see OfferingSummary)
   int32_t replicas = 1;          // tickets or shares per unit on this node
   std::string advertised_name;   // resource key in the node's allocatable (name or alias)

@@ -3,6 +3,9 @@
 //  * A node's offerings come from its allocatable keys that the catalog resolves, and its GPU
 //    feature discovery labels (PROTOCOL.md §5.2) under the base name of the key (the key with a
 //    trailing ".shared" removed: renameByDefault keeps labels under the original name).
+//  * Units = allocatable / replicas: allocatable is the truth for what can be handed out;
+//    `<base>.replicas` sets the tickets or shares per unit, `.product` the product, and the
+//    `.count` labels only describe.
 //  * A holding may name a node, offering or unit the mirror does not (or no longer) see
 //    advertised: the API server is the truth, so such units are created on demand as draining
 //    (they keep holders, take no new ones). A node that exists only for such units is marked
@@ -123,8 +126,10 @@ DerivedOffering DeriveOffering(const Offering& offering, const std::string& reso
   const int32_t catalog_replicas = offering.shared() ? std::max(1, offering.replicas) : 1;
   o.replicas = replicas_label >= 1 ? static_cast<int32_t>(replicas_label) : catalog_replicas;
 
-  int64_t count = LabelInt(labels.Of(base, "count"));
-  if (count < 0) count = std::max<int64_t>(0, milli) / 1000 / o.replicas;
+  // Allocatable is what can be handed out: the device plugin takes unhealthy devices out of
+  // it, and a mixed-MIG node advertises 0 whole GPUs however many it has. The `.count` label
+  // only describes the hardware; held units beyond allocatable drain (ResizeUnits).
+  const int64_t count = std::max<int64_t>(0, milli) / 1000 / o.replicas;
   o.count = static_cast<int32_t>(std::min<int64_t>(count, kMaxUnitsPerNodeOffering));
 
   const std::string* product_label = labels.Of(base, "product");

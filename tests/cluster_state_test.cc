@@ -232,7 +232,7 @@ TEST_F(ClusterStateTest, CountAndReplicasFallBackToAllocatableAndCatalog) {
   EXPECT_EQ(Offer("n1", kMps).advertised_units, 2);
   EXPECT_EQ(Offer("n1", kGpu).advertised_units, 3);
   EXPECT_EQ(state_.FindNode("n1")->gpu_count, 0) << "no nvidia.com/gpu.count label";
-  // The node's replicas label overrides the catalog; a bad count label falls back.
+  // The node's replicas label overrides the catalog; a count label changes nothing.
   ASSERT_TRUE(state_.ApplyNode(Node("n2", {{kTs, 12}},
                                     {{"nvidia.com/mig-1g.5gb.replicas", "6"},
                                      {"nvidia.com/mig-1g.5gb.count", "many"}})));
@@ -243,10 +243,48 @@ TEST_F(ClusterStateTest, CountAndReplicasFallBackToAllocatableAndCatalog) {
   ASSERT_TRUE(state_.ApplyNode(Node("n3", {{kGpu, 2}}, {{"nvidia.com/gpu.replicas", "0"}})));
   EXPECT_EQ(Offer("n3", kGpu).replicas, 1);
   EXPECT_EQ(Offer("n3", kGpu).unusable_reason, "");
-  // Hostile counts are bounded (unit indices are 0..9999).
+  // Hostile counts are bounded (unit indices are 0..9999), and labels do not add units.
   ASSERT_TRUE(state_.ApplyNode(Node("n4", {{kGpu, 1}}, {{"nvidia.com/gpu.count", "2000000000"}})));
-  EXPECT_EQ(Offer("n4", kGpu).advertised_units, 10000);
+  EXPECT_EQ(Offer("n4", kGpu).advertised_units, 1);
   EXPECT_EQ(state_.FindNode("n4")->gpu_count, 2000000000);
+  ASSERT_TRUE(state_.ApplyNode(Node("n5", {{kGpu, 2000000000}})));
+  EXPECT_EQ(Offer("n5", kGpu).advertised_units, 10000);
+}
+
+// The device plugin takes unhealthy devices out of allocatable; GPU feature discovery's
+// `.count` label describes the hardware. Only allocatable units can be handed out, and a held
+// unit beyond it drains (issue 12, finding 6).
+TEST_F(ClusterStateTest, AllocatableIsTheTruthForUnitsNotTheCountLabel) {
+  // Mixed MIG strategy: the GPUs are sliced, whole GPUs are allocatable 0, the label says 4.
+  ASSERT_TRUE(state_.ApplyNode(Node("mixed", {{kGpu, 0}, {kMig, 7}},
+                                    {{"nvidia.com/gpu.count", "4"},
+                                     {"nvidia.com/mig-1g.5gb.count", "7"}})));
+  EXPECT_EQ(Offer("mixed", kGpu).advertised_units, 0);
+  EXPECT_TRUE(Offer("mixed", kGpu).units.empty());
+  EXPECT_EQ(state_.FindNode("mixed")->gpu_count, 4) << "the label still describes the node";
+  state_.ApplyNamespace(NamespaceObject{"a", {}});
+  EXPECT_EQ(state_.Reserve(Claim("a", "whole"), A("mixed", kGpu, {0})).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.RoomRows(Id(kGpu))[state_.FindNode("mixed")->slot].availability,
+            Availability::kNotOnNode);
+
+  // One of 8 GPUs unhealthy: allocatable 7, label 8. Unit 7 is held: it drains.
+  ASSERT_TRUE(state_.ApplyNode(Node("n8", {{kGpu, 8}}, {{"nvidia.com/gpu.count", "8"}})));
+  ASSERT_TRUE(state_.Reserve(Claim("a", "on7"), A("n8", kGpu, {7})).ok());
+  ASSERT_TRUE(state_.ApplyNode(Node("n8", {{kGpu, 7}}, {{"nvidia.com/gpu.count", "8"}})));
+  EXPECT_EQ(Offer("n8", kGpu).advertised_units, 7);
+  EXPECT_TRUE(U("n8", kGpu, 7).draining);
+  EXPECT_EQ(U("n8", kGpu, 7).holders.size(), 1u) << "the holder stays";
+  EXPECT_EQ(U("n8", kGpu, 7).Free(), 0);
+  ASSERT_TRUE(state_.Release("a/on7"));
+  EXPECT_EQ(Offer("n8", kGpu).units.size(), 7u) << "the free unit beyond allocatable is gone";
+  EXPECT_THAT(state_.Reserve(Claim("a", "again"), A("n8", kGpu, {7})).message(),
+              HasSubstr("out of range"));
+  // A label claiming more than allocatable hands out nothing more either.
+  ASSERT_TRUE(state_.ApplyNode(Node("n9", {{kTs, 8}}, {{"nvidia.com/mig-1g.5gb.count", "7"},
+                                                      {"nvidia.com/mig-1g.5gb.replicas", "4"}})));
+  EXPECT_EQ(Offer("n9", kTs).advertised_units, 2) << "8 tickets / 4 replicas";
+  ExpectClean();
 }
 
 TEST_F(ClusterStateTest, AliasKeyAdvertisesTheOffering) {
@@ -297,6 +335,10 @@ TEST_F(ClusterStateTest, UnchangedNodeRefreshIsANoOp) {
   EXPECT_TRUE(state_.ApplyNode(n)) << "a selector label changed";
   EXPECT_EQ(state_.FindNode("n1")->labels.at(kPoolLabel), "train");
   n.labels["nvidia.com/gpu.count"] = "5";
+  EXPECT_TRUE(state_.ApplyNode(n)) << "the node's physical GPU count changed";
+  EXPECT_EQ(state_.FindNode("n1")->gpu_count, 5);
+  EXPECT_EQ(Offer("n1", kGpu).advertised_units, 4) << "the count label only describes";
+  n.allocatable_milli[kGpu] = 5000;
   EXPECT_TRUE(state_.ApplyNode(n));
   EXPECT_EQ(Offer("n1", kGpu).advertised_units, 5);
   n.labels["nvidia.com/gpu.product"] = "X";
