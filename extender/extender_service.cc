@@ -203,26 +203,21 @@ absl::StatusOr<ExtenderArgs> ParseArgs(std::string& body, rapidjson::Document& d
 
 absl::StatusOr<BindTarget> DecodeBindArgs(const rapidjson::Document& doc) {
   BindTarget t;
-  struct Field {
-    const char* key;
-    std::string* out;
-    bool required;
-  };
-  // PodUID may be empty (hand-written requests); kube-scheduler always sends it.
-  for (const Field& f : {Field{"PodName", &t.pod_name, true},
-                         Field{"PodNamespace", &t.pod_namespace, true},
-                         Field{"PodUID", &t.pod_uid, false}, Field{"Node", &t.node, true}}) {
-    auto it = doc.FindMember(f.key);
-    if (it == doc.MemberEnd() || it->value.IsNull()) {
-      if (f.required) return Invalid(f.key, "missing");
-      continue;
-    }
-    if (!it->value.IsString()) return WrongType(f.key, "a string", it->value);
+  // Every field is required. kube-scheduler always sends PodUID, and the Binding needs it:
+  // its UID precondition keeps a recreated pod of the same name from being bound by mistake,
+  // and the mirror identifies pods by UID.
+  for (const auto& [key, out] : {std::pair<const char*, std::string*>{"PodName", &t.pod_name},
+                                 {"PodNamespace", &t.pod_namespace},
+                                 {"PodUID", &t.pod_uid},
+                                 {"Node", &t.node}}) {
+    auto it = doc.FindMember(key);
+    if (it == doc.MemberEnd() || it->value.IsNull()) return Invalid(key, "missing");
+    if (!it->value.IsString()) return WrongType(key, "a string", it->value);
     if (it->value.GetStringLength() > kMaxNameBytes) {
-      return Invalid(f.key, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
+      return Invalid(key, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
     }
-    f.out->assign(it->value.GetString(), it->value.GetStringLength());
-    if (f.required && f.out->empty()) return Invalid(f.key, "empty");
+    out->assign(it->value.GetString(), it->value.GetStringLength());
+    if (out->empty()) return Invalid(key, "empty");
   }
   return t;
 }

@@ -482,6 +482,35 @@ TEST_F(ExtenderServiceTest, PodWithoutCatalogResourcePassesEveryNodeUntouched) {
   EXPECT_EQ(service_->DebugStateJson(), before);
 }
 
+// What a user expects of a pod that asks for no catalog resource (it reaches bind when it
+// names a managed resource with quantity 0, or when managedResources is empty): the extender
+// binds it as kube-scheduler's default binder would, wherever kube-scheduler put it. Filter
+// passes every node for such a pod, known or not (I6), so bind does not refuse a node the
+// mirror does not know: nothing of ours is reserved there, and whether the node exists is the
+// API server's business, as for the default binder (docs in README "How it decides").
+TEST_F(ExtenderServiceTest, PodWithoutCatalogResourceBindsOntoANodeTheMirrorDoesNotKnow) {
+  LoadExampleNodes();
+  const std::string before = service_->DebugStateJson();
+  for (const auto& [name, requests] :
+       std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"web", {{"cpu", "1"}}}, {"zero", {{kMig, "0"}}}}) {
+    const std::string uid = "uid-" + name;
+    ASSERT_EQ(service_->Filter(NamesBody(PodJson(name, uid, requests), {"node-zzz"})).status, 200);
+    VerbResult r = service_->Bind(BindBody(name, uid, "node-zzz"));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.outcome, "ok");
+    EXPECT_EQ(r.body, R"({"Error":""})") << name;
+  }
+  ASSERT_EQ(binder_.calls().size(), 2u);
+  for (const FakeBinder::Call& call : binder_.calls()) {
+    EXPECT_EQ(call.target.node, "node-zzz");
+    EXPECT_TRUE(call.annotations.empty()) << "no unit annotations: nothing of ours was chosen";
+    EXPECT_FALSE(call.target.pod_uid.empty()) << "the Binding carries the UID precondition";
+  }
+  EXPECT_EQ(service_->DebugStateJson(), before) << "the mirror is untouched";
+  EXPECT_EQ(NodeCount(), 2u) << "no node invented";
+}
+
 TEST_F(ExtenderServiceTest, TwoTicketPodIsUnresolvableEverywhere) {
   LoadExampleNodes();
   AddNode(MakeNode("ts-node", {{kMigShared, {2, 4}}}));
@@ -901,6 +930,18 @@ TEST_F(ExtenderServiceTest, MalformedBodiesAre400NamingThePathAndChangeNothing) 
       {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":"u"})", "Node: missing"},
       {"bind", R"({"PodName":"p","PodNamespace":"","PodUID":"u","Node":"gpu-node-a"})",
        "PodNamespace: empty"},
+      // kube-scheduler always sends PodUID; without it the Binding cannot carry the UID
+      // precondition, and a recreated pod of the same name could be bound by mistake.
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","Node":"gpu-node-a"})", "PodUID: missing"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":null,"Node":"gpu-node-a"})",
+       "PodUID: missing"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":"","Node":"gpu-node-a"})",
+       "PodUID: empty"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":7,"Node":"gpu-node-a"})",
+       "PodUID: must be a string, got number"},
+      {"bind", absl::StrCat(R"({"PodName":"p","PodNamespace":"ml-team","PodUID":")",
+                            std::string(300, 'u'), R"(","Node":"gpu-node-a"})"),
+       "PodUID: longer than 253 bytes"},
       {"preempt", "nul", "body: "},
       {"preempt", R"({"NodeNameToMetaVictims":{}})", "Pod: missing"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":5}]}}})"),
