@@ -219,6 +219,9 @@ absl::StatusOr<BindTarget> DecodeBindArgs(const rapidjson::Document& doc) {
     out->assign(it->value.GetString(), it->value.GetStringLength());
     if (out->empty()) return Invalid(key, "empty");
   }
+  if (std::string problem = UidProblem(t.pod_uid); !problem.empty()) {
+    return Invalid("PodUID", problem);
+  }
   return t;
 }
 
@@ -736,6 +739,7 @@ VerbResult ExtenderService::Bind(std::string body) {
   }
 
   const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
+  const std::string pod_id = PodIdOf(claim.uid, claim.key);
   // Filled in by the chooser, which runs under the mirror's writer lock.
   std::string fail_outcome = "unit_taken";
   bool own_unit = false;
@@ -745,7 +749,7 @@ VerbResult ExtenderService::Bind(std::string body) {
   bool held_before = false;
   absl::StatusOr<Assignment> reserved = impl_->mirror->ReserveWith(
       claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
-        held_before = state.FindPod(claim.key) != nullptr;
+        held_before = state.FindPodById(pod_id) != nullptr;
         const NodeState* node = state.FindNode(target->node);
         const NodeFit fit = CheckNode(state, request, node);
         if (!fit.fits()) {
@@ -794,13 +798,13 @@ VerbResult ExtenderService::Bind(std::string body) {
   absl::Status bound = call_binder(annotations, &seconds);
   if (!bound.ok()) {
     // I1 under API failure: the reservation is rolled back, nothing leaks.
-    if (!held_before) impl_->mirror->Release(claim.key);
+    if (!held_before) impl_->mirror->Release(pod_id);
     return answer(offering_label, "api_error", seconds,
                   absl::StrCat("binding rejected: ", bound.message()));
   }
   // Confirm can only fail if a watch event already replaced our reservation with the bound
   // pod's recorded assignment, which is the confirmed state anyway.
-  (void)impl_->mirror->Confirm(claim.key);
+  (void)impl_->mirror->Confirm(pod_id);
   impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
   if (metrics != nullptr && time_sliced) metrics->ObserveAffinity(offering_label, placement);
   decision.unit_indices = reserved->units;
@@ -841,7 +845,7 @@ VerbResult ExtenderService::Preempt(std::string body) {
       if (!request.unresolvable.empty()) continue;
       Evictions evicted;
       for (const std::string& uid : set.uids) {
-        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->key);
+        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->id);
       }
       if (CheckNode(state, request, state.FindNode(set.node), evicted).fits()) {
         kept.push_back(&set);
@@ -935,7 +939,10 @@ std::string ExtenderService::DebugStateJson() const {
             String(w, no->unusable_reason);
           }
           std::vector<std::string> holders;
-          for (const Holding& h : unit.holders) holders.push_back(h.pod_key);
+          for (const Holding& h : unit.holders) {
+            const PodRecord* rec = state.FindPodById(h.pod_id);
+            holders.push_back(rec != nullptr ? rec->key : "?");
+          }
           std::sort(holders.begin(), holders.end());
           w.Key("holders");
           w.StartArray();

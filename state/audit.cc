@@ -19,12 +19,6 @@ namespace {
 
 constexpr size_t kMaxProblems = 100;
 
-std::string HolderList(const Unit& unit) {
-  return absl::StrJoin(unit.holders, ",", [](std::string* out, const Holding& h) {
-    absl::StrAppend(out, h.pod_key, "x", h.amount);
-  });
-}
-
 // One unit as the pod records fill it.
 struct Count {
   int64_t used = 0;
@@ -54,6 +48,14 @@ class Auditor {
     if (report_.problems.size() < kMaxProblems) report_.problems.push_back(absl::StrCat(parts...));
   }
 
+  // The unit's holders by namespace/name (their records' keys), with their amounts.
+  std::string HolderList(const Unit& unit) const {
+    return absl::StrJoin(unit.holders, ",", [&](std::string* out, const Holding& h) {
+      const PodRecord* rec = s_.FindPodById(h.pod_id);
+      absl::StrAppend(out, rec != nullptr ? rec->key : "?", "x", h.amount);
+    });
+  }
+
   std::string ProjectName(ProjectId id) const {
     return id >= 0 && static_cast<size_t>(id) < s_.projects_.size()
                ? s_.projects_[static_cast<size_t>(id)].name
@@ -64,7 +66,7 @@ class Auditor {
   // problem.
   void RecountFromPods() {
     counts_.reserve(s_.pods_.size());
-    for (const auto& [key, pod] : s_.pods_) {
+    for (const auto& [id, pod] : s_.pods_) {
       const Assignment& a = pod.assignment;
       const NodeState* node = s_.FindNode(a.node);
       const NodeOffering* no = node != nullptr ? node->Find(a.offering) : nullptr;
@@ -72,7 +74,7 @@ class Auditor {
         if (no == nullptr || index < 0 || static_cast<size_t>(index) >= no->units.size()) {
           const bool known =
               a.offering >= 0 && static_cast<size_t>(a.offering) < s_.catalog_->size();
-          Problem("pod ", key, " holds unit ",
+          Problem("pod ", pod.key, " holds unit ",
                   UnitId(a.node, known ? s_.catalog_->Get(a.offering).resource : "?", index),
                   " that the mirror does not have");
           continue;

@@ -10,6 +10,9 @@
 //    reported by Audit() and offers no free capacity, so it is never handed out again.
 //  * Reserve() is the only way we hand out capacity. It re-checks capacity, owner and quota
 //    and either commits the whole assignment or changes nothing.
+//  * Pods are identified by UID (PodIdOf) everywhere: in records, holdings, Reserve, Confirm,
+//    Release and RemovePod. A pod recreated with the same namespace/name and a new UID is
+//    another pod (it holds its own units; a deletion of the old UID leaves it alone).
 //  * Units are identified by (node, offering, index). A node offers allocatable / replicas
 //    units (allocatable is the truth: the device plugin removes unhealthy devices there; the
 //    `.count` labels only describe). A node whose count shrinks below what is held keeps the
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,9 +57,14 @@ struct MirrorOptions {
   std::map<std::string, std::map<std::string, int64_t>> static_quotas;
 };
 
+// The mirror's identity of a pod (PodRecord::id, Holding::pod_id, Evictions): its UID; for a
+// pod that has none (hand-written requests and snapshots) "\x01<namespace>/<name>". UIDs
+// never contain a control character (the decoders refuse one), so the two never collide.
+std::string PodIdOf(absl::string_view uid, absl::string_view key);
+
 struct Holding {
-  std::string pod_key;  // namespace/name
-  int32_t amount = 1;   // tickets or shares (1 for exclusive)
+  std::string pod_id;  // PodRecord::id of the holder
+  int32_t amount = 1;  // tickets or shares (1 for exclusive)
 };
 
 struct Unit {
@@ -194,7 +203,8 @@ enum class HoldingSource {
 };
 
 struct PodRecord {
-  std::string key;  // namespace/name
+  std::string id;   // PodIdOf(uid, key): the record's key in ClusterState::pods()
+  std::string key;  // namespace/name; a recreated pod's record may share it for a while
   std::string uid;
   std::string namespace_name;
   ProjectId project = kNoProject;
@@ -248,7 +258,9 @@ class ClusterState {
   // bound pods without it that request a catalog resource are charged (kCharged); terminal,
   // terminating-and-unbound or pending pods release whatever they held.
   void ApplyPod(const PodObject& pod);
-  void RemovePod(absl::string_view key);
+  // A pod deleted from the API server: releases the record of that UID (of the UID-less pod of
+  // that name when `uid` is empty). A record of another UID under the same name stays.
+  void RemovePod(absl::string_view uid, absl::string_view key);
   void ApplyNamespace(const NamespaceObject& ns);
   void RemoveNamespace(absl::string_view name);
   void ApplyQuota(const ResourceQuotaObject& quota);
@@ -259,15 +271,16 @@ class ClusterState {
   // ---- our decisions ----
   // Re-checks `a` for `claim` (node known, offering usable, units exist and not draining,
   // free capacity, single owner, quota) and commits it, or returns FailedPrecondition with a
-  // reason and changes nothing. A pod that already holds exactly `a` succeeds (idempotent); a
-  // pod holding something else fails with AlreadyExists.
+  // reason and changes nothing. The pod (its UID) that already holds exactly `a` succeeds
+  // (a retried bind, idempotent); holding something else it fails with AlreadyExists. A pod
+  // of the same namespace/name with another UID is another pod: it takes its own capacity.
   absl::Status Reserve(const PodClaim& claim, const Assignment& a,
                        HoldingSource source = HoldingSource::kReserved);
-  // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod holds
-  // nothing.
-  absl::Status Confirm(absl::string_view pod_key, absl::Time bound_at = absl::Now());
-  // Releases everything the pod holds; false if it held nothing.
-  bool Release(absl::string_view pod_key);
+  // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod (its
+  // PodRecord::id) holds nothing.
+  absl::Status Confirm(absl::string_view pod_id, absl::Time bound_at = absl::Now());
+  // Releases everything the pod (its PodRecord::id) holds; false if it held nothing.
+  bool Release(absl::string_view pod_id);
 
   // ---- read access for decisions (scoring/) ----
   const Catalog& catalog() const { return *catalog_; }
@@ -285,8 +298,12 @@ class ClusterState {
   const absl::flat_hash_map<std::string, std::unique_ptr<NodeState>>& nodes() const {
     return nodes_;
   }
+  // The pod recorded last under namespace/name `key` (a recreated pod and the old one may
+  // both be recorded for a while); nullptr when none.
   const PodRecord* FindPod(absl::string_view key) const;
-  const PodRecord* FindPodByUid(absl::string_view uid) const;
+  const PodRecord* FindPodById(absl::string_view id) const;
+  const PodRecord* FindPodByUid(absl::string_view uid) const;  // nullptr for ""
+  // Every record, by PodRecord::id.
   const absl::flat_hash_map<std::string, PodRecord>& pods() const { return pods_; }
   // Project name of a namespace: its project label, else the namespace name.
   std::string ProjectOfNamespace(absl::string_view namespace_name) const;
@@ -318,6 +335,8 @@ class ClusterState {
 
   ProjectId InternProject(absl::string_view name);
   void RecomputeQuotas();
+  // Inserts the record (by its id, indexed under its key) and adds its holdings.
+  void AddPodRecord(PodRecord rec);
   void AddHolding(const PodRecord& pod);
   void RemoveHolding(const PodRecord& pod);
   void RecomputeOwner(Unit& unit, const Offering& offering);
@@ -350,8 +369,9 @@ class ClusterState {
   std::shared_ptr<const Catalog> catalog_;
   MirrorOptions options_;
   absl::flat_hash_map<std::string, std::unique_ptr<NodeState>> nodes_;
-  absl::flat_hash_map<std::string, PodRecord> pods_;
-  absl::flat_hash_map<std::string, std::string> uid_to_key_;
+  absl::flat_hash_map<std::string, PodRecord> pods_;  // by PodRecord::id
+  // namespace/name -> ids of the records under it, oldest first (almost always one).
+  absl::flat_hash_map<std::string, absl::InlinedVector<std::string, 1>> ids_by_key_;
   absl::flat_hash_map<std::string, std::map<std::string, std::string>> namespace_labels_;
   // namespace/name -> spec.hard
   std::map<std::string, ResourceQuotaObject> quotas_;

@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/clock.h"
 
@@ -22,14 +21,14 @@ absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Choo
   return chosen;
 }
 
-absl::Status Mirror::Confirm(absl::string_view pod_key) {
+absl::Status Mirror::Confirm(absl::string_view pod_id) {
   absl::MutexLock lock(&mu_);
-  return state_.Confirm(pod_key);
+  return state_.Confirm(pod_id);
 }
 
-bool Mirror::Release(absl::string_view pod_key) {
+bool Mirror::Release(absl::string_view pod_id) {
   absl::MutexLock lock(&mu_);
-  return state_.Release(pod_key);
+  return state_.Release(pod_id);
 }
 
 void Mirror::ReplaceAll(const ObjectBatch& batch) {
@@ -43,12 +42,18 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
   // Build outside the lock: a relist of 150,000 pods must not stall every decision.
   ClusterState fresh(std::move(catalog), std::move(options));
   fresh.ApplyBatch(batch);
-  // Pods the list shows pending (key -> uid): a bind confirmed after the list was taken.
-  absl::flat_hash_map<std::string, std::string> pending;
+  // Pods (by PodRecord::id) the list shows, and of those the ones it shows pending: a bind
+  // confirmed after the list was taken.
+  absl::flat_hash_set<std::string> pending;
+  absl::flat_hash_set<std::string> listed;
+  // namespace/name of every listed pod: a pod of ours whose name the list shows with another
+  // UID no longer exists (names are unique in the API server at any moment).
   absl::flat_hash_set<std::string> listed_keys;
   for (const PodObject& pod : batch.pods) {
+    const std::string id = PodIdOf(pod.uid, pod.Key());
+    listed.insert(id);
     listed_keys.insert(pod.Key());
-    if (pod.node_name.empty() && !pod.Terminal() && !pod.terminating) pending[pod.Key()] = pod.uid;
+    if (pod.node_name.empty() && !pod.Terminal() && !pod.terminating) pending.insert(id);
   }
 
   absl::MutexLock lock(&mu_);
@@ -64,15 +69,12 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
   //    holding until then never hands the unit out twice. Older confirmed pods missing from the
   //    list were deleted: they are dropped, or their capacity would leak for good.
   const absl::Time recent = absl::Now() - kRecentBindWindow;
-  for (const auto& [key, pod] : state_.pods()) {
-    if (fresh.FindPod(key) != nullptr) continue;
+  for (const auto& [id, pod] : state_.pods()) {
+    if (fresh.FindPodById(id) != nullptr) continue;
     bool carry = pod.source == HoldingSource::kReserved;
     if (pod.source == HoldingSource::kConfirmed) {
-      auto it = pending.find(key);
-      const bool listed_pending =
-          it != pending.end() && (it->second.empty() || pod.uid.empty() || it->second == pod.uid);
-      const bool listed = it != pending.end() || listed_keys.contains(key);
-      carry = listed_pending || (!listed && pod.bound_by_us_at > recent);
+      carry = pending.contains(id) ||
+              (!listed_keys.contains(pod.key) && pod.bound_by_us_at > recent);
     }
     if (!carry) continue;
     PodClaim claim;
@@ -82,7 +84,7 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
     claim.project = state_.project(pod.project).name;
     if (fresh.Reserve(claim, pod.assignment, HoldingSource::kReserved).ok() &&
         pod.source == HoldingSource::kConfirmed) {
-      fresh.Confirm(key, pod.bound_by_us_at).IgnoreError();
+      fresh.Confirm(id, pod.bound_by_us_at).IgnoreError();
     }
   }
   std::swap(state_, fresh);

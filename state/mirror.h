@@ -43,8 +43,9 @@ class Mirror {
   using Chooser = std::function<absl::StatusOr<Assignment>(const ClusterState&)>;
   absl::StatusOr<Assignment> ReserveWith(const PodClaim& claim, const Chooser& choose);
 
-  absl::Status Confirm(absl::string_view pod_key);
-  bool Release(absl::string_view pod_key);
+  // ClusterState::Confirm / Release of the pod with that PodRecord::id (PodIdOf).
+  absl::Status Confirm(absl::string_view pod_id);
+  bool Release(absl::string_view pod_id);
 
   // Replaces the whole state with one built from `batch` (relist after 410 Gone), keeping
   // reservations that are not yet confirmed so in-flight binds are not lost, and holdings our

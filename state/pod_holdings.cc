@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "state/cluster_state_internal.h"
 
 namespace gse {
@@ -79,7 +80,7 @@ void ClusterState::RecomputeOwner(Unit& unit, const Offering& offering) {
     return;
   }
   auto project_of = [&](const Holding& h) {
-    auto it = pods_.find(h.pod_key);
+    auto it = pods_.find(h.pod_id);
     return it == pods_.end() ? kNoProject : it->second.project;
   };
   const ProjectId first = project_of(unit.holders.front());
@@ -109,10 +110,10 @@ void ClusterState::AddHolding(const PodRecord& pod) {
     }
     bool project_holds = false;
     for (const Holding& h : unit.holders) {
-      auto it = pods_.find(h.pod_key);
+      auto it = pods_.find(h.pod_id);
       if (it != pods_.end() && it->second.project == pod.project) project_holds = true;
     }
-    unit.holders.push_back(Holding{pod.key, a.amount_per_unit});
+    unit.holders.push_back(Holding{pod.id, a.amount_per_unit});
     unit.used += a.amount_per_unit;
     switch (offering.sharing) {
       case Sharing::kExclusive:
@@ -142,14 +143,14 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
     if (index < 0 || static_cast<size_t>(index) >= no->units.size()) continue;
     Unit& unit = no->units[static_cast<size_t>(index)];
     auto h = std::find_if(unit.holders.begin(), unit.holders.end(),
-                          [&](const Holding& x) { return x.pod_key == pod.key; });
+                          [&](const Holding& x) { return x.pod_id == pod.id; });
     if (h == unit.holders.end()) continue;
     const int32_t amount = h->amount;
     unit.holders.erase(h);
     unit.used -= amount;
     bool project_holds = false;
     for (const Holding& other : unit.holders) {
-      auto it = pods_.find(other.pod_key);
+      auto it = pods_.find(other.pod_id);
       if (it != pods_.end() && it->second.project == pod.project) project_holds = true;
     }
     int64_t delta = 0;
@@ -184,16 +185,13 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
 
 void ClusterState::ApplyPod(const PodObject& pod) {
   const std::string key = pod.Key();
-  auto it = pods_.find(key);
-  if (it != pods_.end() && !pod.uid.empty() && !it->second.uid.empty() &&
-      it->second.uid != pod.uid) {
-    // A new pod with the old one's name: whatever the old one held went with it.
-    Release(key);
-    it = pods_.end();
-  }
+  // Only this pod's own record (its UID) is touched: a recreated pod of the same name is
+  // another pod, and the old one's record leaves with its own deletion (or a relist).
+  const std::string id = PodIdOf(pod.uid, key);
+  auto it = pods_.find(id);
   PodRecord* existing = it == pods_.end() ? nullptr : &it->second;
   if (pod.Terminal()) {
-    if (existing != nullptr) Release(key);
+    if (existing != nullptr) Release(id);
     return;
   }
   if (pod.node_name.empty()) {
@@ -201,7 +199,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     if (existing != nullptr && existing->source == HoldingSource::kReserved && !pod.terminating) {
       return;
     }
-    if (existing != nullptr) Release(key);
+    if (existing != nullptr) Release(id);
     return;
   }
 
@@ -211,15 +209,14 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   auto record = [&](Assignment a, HoldingSource source) {
     if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
     PodRecord rec;
+    rec.id = id;
     rec.key = key;
     rec.uid = pod.uid;
     rec.namespace_name = pod.namespace_name;
     rec.project = project;
     rec.assignment = std::move(a);
     rec.source = source;
-    if (!rec.uid.empty()) uid_to_key_[rec.uid] = key;
-    auto [pos, inserted] = pods_.insert_or_assign(key, std::move(rec));
-    AddHolding(pos->second);
+    AddPodRecord(std::move(rec));
   };
 
   absl::StatusOr<Assignment> parsed =
@@ -227,13 +224,9 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   if (parsed.ok()) {
     if (existing != nullptr && existing->assignment == *parsed) {
       existing->source = HoldingSource::kConfirmed;
-      if (existing->uid.empty() && !pod.uid.empty()) {
-        existing->uid = pod.uid;
-        uid_to_key_[pod.uid] = key;
-      }
       return;
     }
-    if (existing != nullptr) Release(key);
+    if (existing != nullptr) Release(id);
     record(*std::move(parsed), HoldingSource::kConfirmed);
     return;
   }
@@ -241,7 +234,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   // Bound without (a readable) assignment: by another scheduler, by hand, or before us.
   const CatalogRequest request = ResolveCatalogRequest(*catalog_, pod);
   if (request.offering == kNoOffering) {
-    if (existing != nullptr) Release(key);  // I6: nothing of ours
+    if (existing != nullptr) Release(id);  // I6: nothing of ours
     return;
   }
   const Offering& offering = catalog_->Get(request.offering);
@@ -255,7 +248,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
       existing->assignment.units.size() == need) {
     return;  // already charged; status updates must not move the charge around
   }
-  if (existing != nullptr) Release(key);
+  if (existing != nullptr) Release(id);
   if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
 
   record(ChargedUnits(pod.node_name, request.offering, need, project), HoldingSource::kCharged);
@@ -296,16 +289,46 @@ Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId o
   return a;
 }
 
-void ClusterState::RemovePod(absl::string_view key) { Release(key); }
+void ClusterState::RemovePod(absl::string_view uid, absl::string_view key) {
+  Release(PodIdOf(uid, key));
+}
+
+void ClusterState::AddPodRecord(PodRecord rec) {
+  ids_by_key_[rec.key].push_back(rec.id);
+  auto [pos, inserted] = pods_.insert_or_assign(rec.id, std::move(rec));
+  AddHolding(pos->second);
+}
+
+bool ClusterState::Release(absl::string_view pod_id) {
+  auto it = pods_.find(pod_id);
+  if (it == pods_.end()) return false;
+  RemoveHolding(it->second);
+  auto ids = ids_by_key_.find(it->second.key);
+  if (ids != ids_by_key_.end()) {
+    auto& v = ids->second;
+    v.erase(std::remove(v.begin(), v.end(), it->second.id), v.end());
+    if (v.empty()) ids_by_key_.erase(ids);
+  }
+  pods_.erase(it);
+  return true;
+}
 
 const PodRecord* ClusterState::FindPod(absl::string_view key) const {
-  auto it = pods_.find(key);
+  auto ids = ids_by_key_.find(key);
+  return ids == ids_by_key_.end() || ids->second.empty() ? nullptr : FindPodById(ids->second.back());
+}
+
+const PodRecord* ClusterState::FindPodById(absl::string_view id) const {
+  auto it = pods_.find(id);
   return it == pods_.end() ? nullptr : &it->second;
 }
 
 const PodRecord* ClusterState::FindPodByUid(absl::string_view uid) const {
-  auto it = uid_to_key_.find(uid);
-  return it == uid_to_key_.end() ? nullptr : FindPod(it->second);
+  return uid.empty() ? nullptr : FindPodById(uid);
+}
+
+std::string PodIdOf(absl::string_view uid, absl::string_view key) {
+  return uid.empty() ? absl::StrCat("\x01", key) : std::string(uid);
 }
 
 }  // namespace gse

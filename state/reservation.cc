@@ -1,11 +1,12 @@
-// ClusterState, the commit point: Reserve is the only way capacity is handed out; Confirm and
-// Release end a reservation.
+// ClusterState, the commit point: Reserve is the only way capacity is handed out; Confirm
+// ends a reservation that became a binding (Release, pod_holdings.cc, ends any holding).
 #include "state/cluster_state.h"
 
 #include <cstdint>
 #include <string>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace gse {
@@ -21,7 +22,7 @@ int64_t ClusterState::UsageDelta(const Offering& offering, const NodeOffering& n
         const Unit& unit = no.units[static_cast<size_t>(index)];
         bool holds = false;
         for (const Holding& h : unit.holders) {
-          auto it = pods_.find(h.pod_key);
+          auto it = pods_.find(h.pod_id);
           if (project != kNoProject && it != pods_.end() && it->second.project == project) {
             holds = true;
           }
@@ -39,7 +40,8 @@ int64_t ClusterState::UsageDelta(const Offering& offering, const NodeOffering& n
 absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
                                    HoldingSource source) {
   if (claim.key.empty()) return absl::InvalidArgumentError("reserve: pod key is empty");
-  if (auto it = pods_.find(claim.key); it != pods_.end()) {
+  const std::string id = PodIdOf(claim.uid, claim.key);
+  if (auto it = pods_.find(id); it != pods_.end()) {
     if (it->second.assignment == a) return absl::OkStatus();  // a retried bind
     return absl::AlreadyExistsError(
         absl::StrCat("pod ", claim.key, " already holds units on node ", it->second.assignment.node));
@@ -55,15 +57,14 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
 
   // Every check passed: commit (nothing below can fail).
   PodRecord rec;
+  rec.id = id;
   rec.key = claim.key;
   rec.uid = claim.uid;
   rec.namespace_name = claim.namespace_name;
   rec.project = InternProject(project_name);
   rec.assignment = a;
   rec.source = source;
-  if (!rec.uid.empty()) uid_to_key_[rec.uid] = rec.key;
-  auto [pos, inserted] = pods_.emplace(claim.key, std::move(rec));
-  AddHolding(pos->second);
+  AddPodRecord(std::move(rec));
   return absl::OkStatus();
 }
 
@@ -164,28 +165,16 @@ absl::Status ClusterState::CheckRoom(const PodClaim& claim, const std::string& p
   return absl::OkStatus();
 }
 
-absl::Status ClusterState::Confirm(absl::string_view pod_key, absl::Time bound_at) {
-  auto it = pods_.find(pod_key);
+absl::Status ClusterState::Confirm(absl::string_view pod_id, absl::Time bound_at) {
+  auto it = pods_.find(pod_id);
   if (it == pods_.end()) {
-    return absl::NotFoundError(absl::StrCat("confirm: pod ", pod_key, " holds nothing"));
+    return absl::NotFoundError(absl::StrCat("confirm: pod ", absl::CHexEscape(pod_id), " holds nothing"));
   }
   if (it->second.source == HoldingSource::kReserved) {
     it->second.source = HoldingSource::kConfirmed;
     it->second.bound_by_us_at = bound_at;
   }
   return absl::OkStatus();
-}
-
-bool ClusterState::Release(absl::string_view pod_key) {
-  auto it = pods_.find(pod_key);
-  if (it == pods_.end()) return false;
-  RemoveHolding(it->second);
-  if (!it->second.uid.empty()) {
-    auto u = uid_to_key_.find(it->second.uid);
-    if (u != uid_to_key_.end() && u->second == it->second.key) uid_to_key_.erase(u);
-  }
-  pods_.erase(it);
-  return true;
 }
 
 }  // namespace gse

@@ -942,6 +942,8 @@ TEST_F(ExtenderServiceTest, MalformedBodiesAre400NamingThePathAndChangeNothing) 
       {"bind", absl::StrCat(R"({"PodName":"p","PodNamespace":"ml-team","PodUID":")",
                             std::string(300, 'u'), R"(","Node":"gpu-node-a"})"),
        "PodUID: longer than 253 bytes"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":"\u0001ml-team/p","Node":"n"})",
+       R"(PodUID: "\001ml-team/p" contains a control character)"},
       {"preempt", "nul", "body: "},
       {"preempt", R"({"NodeNameToMetaVictims":{}})", "Pod: missing"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":5}]}}})"),

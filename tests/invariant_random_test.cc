@@ -188,6 +188,8 @@ class RandomRun {
   OfferingId Id(const std::string& resource) const { return catalog_->Find(resource)->id; }
 
   std::string Project(int i) const { return absl::StrCat("proj-", i); }
+  // MakePod's UID of the pod `namespace/name`.
+  static std::string UidOf(const std::string& key) { return key.substr(key.find('/') + 1) + "-uid"; }
   std::string Namespace(int i) const { return absl::StrCat("team-", i); }
 
   void BuildCluster() {
@@ -481,7 +483,7 @@ class RandomRun {
     const std::string key = placed_[i];
     last_action_ = "deletion of " + key;
     placed_.erase(placed_.begin() + static_cast<std::ptrdiff_t>(i));
-    if (!mirror_.Release(key)) Fail("mirror released nothing for " + key);
+    if (!mirror_.Release(UidOf(key))) Fail("mirror released nothing for " + key);
     checker_.RecordRelease(key);
   }
 
@@ -561,7 +563,7 @@ class RandomRun {
     const int64_t n = rng_.Uniform(1, 3);
     for (int64_t i = 0; i < n; ++i) {
       const std::string& key = rng_.Pick(placed_);
-      evicted.insert(key);
+      evicted.insert(UidOf(key));  // the mirror knows pods by UID
       victims.insert(key);
     }
     last_action_ = absl::StrCat("eviction what-if for ", Project(project), " asking ", amount, " ",

@@ -386,7 +386,7 @@ TEST(MetricsTest, MirrorGaugesCountUnitsProjectsAndPodSources) {
 
   // The other scheduler's pod ends and team-a's quota is dropped: no stale series remain.
   mirror.Write([&](ClusterState& s) {
-    s.RemovePod("team-b/c");
+    s.RemovePod(s.FindPod("team-b/c")->uid, "team-b/c");
     s.RemoveQuota("team-a", "gpu");
   });
   mirror_metrics.Refresh();

@@ -92,9 +92,9 @@ std::vector<std::string> CheckInvariants(const ClusterState& s) {
         std::map<std::string, int64_t> projects;
         for (const Holding& h : u.holders) {
           sum += h.amount;
-          const PodRecord* rec = s.FindPod(h.pod_key);
+          const PodRecord* rec = s.FindPodById(h.pod_id);
           if (rec == nullptr) {
-            bad.push_back(absl::StrCat("holder ", h.pod_key, " has no record"));
+            bad.push_back(absl::StrCat("holder ", h.pod_id, " has no record"));
             continue;
           }
           projects[s.project(rec->project).name] += h.amount;
@@ -188,12 +188,13 @@ TEST(MirrorTest, ReserveWithCommitsTheChosenAssignmentOrNothing) {
   EXPECT_EQ(ok->units, std::vector<int32_t>{1});
   EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.FindPod("ns0/a")->source; }),
             HoldingSource::kReserved);
-  EXPECT_TRUE(mirror.Confirm("ns0/a").ok());
+  EXPECT_TRUE(mirror.Confirm("uid-a").ok());
   EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.FindPod("ns0/a")->source; }),
             HoldingSource::kConfirmed);
-  EXPECT_EQ(mirror.Confirm("ns0/zzz").code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(mirror.Release("ns0/a"));
-  EXPECT_FALSE(mirror.Release("ns0/a"));
+  EXPECT_EQ(mirror.Confirm("uid-zzz").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(mirror.Confirm("ns0/a").code(), absl::StatusCode::kNotFound) << "pods go by UID";
+  EXPECT_TRUE(mirror.Release("uid-a"));
+  EXPECT_FALSE(mirror.Release("uid-a"));
 }
 
 TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
@@ -212,12 +213,12 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   // Bound by us long ago: a list that does not show it means the pod was deleted.
   ASSERT_TRUE(mirror
                   .Write([](ClusterState& s) {
-                    return s.Confirm("ns0/confirmed", absl::Now() - absl::Minutes(10));
+                    return s.Confirm("confirmed-uid", absl::Now() - absl::Minutes(10));
                   })
                   .ok());
   // Bound by us just now: the pod may have been created after the list was taken.
   ASSERT_TRUE(reserve("ns3", "recent", Assignment{"n0", gpu, {2}, 1}).ok());
-  ASSERT_TRUE(mirror.Confirm("ns3/recent").ok());
+  ASSERT_TRUE(mirror.Confirm("recent-uid").ok());
   ASSERT_TRUE(reserve("ns1", "bound", Assignment{"n1", ts, {1}, 1}).ok());
   EXPECT_FALSE(reserve("ns2", "lost", Assignment{"n1", ts, {1}, 1}).ok()) << "p1 owns that slice";
   ASSERT_TRUE(reserve("ns2", "other", Assignment{"n1", ts, {0}, 1}).ok());
@@ -258,7 +259,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
 
   // A bind confirmed after the list was taken: the list shows the pod still pending.
   ASSERT_TRUE(reserve("ns3", "late", Assignment{"n0", gpu, {1}, 1}).ok());
-  ASSERT_TRUE(mirror.Confirm("ns3/late").ok());
+  ASSERT_TRUE(mirror.Confirm("late-uid").ok());
   ObjectBatch stale = Cluster();
   PodObject late;
   late.name = "late";
@@ -284,7 +285,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   });
 
   // A reservation that no longer fits after the relist is dropped, not forced in.
-  ASSERT_TRUE(mirror.Release("ns3/recent"));
+  ASSERT_TRUE(mirror.Release("recent-uid"));
   ASSERT_TRUE(reserve("ns3", "gone", Assignment{"n0", gpu, {2}, 1}).ok());
   ObjectBatch smaller = Cluster();
   smaller.nodes[0].allocatable_milli[kGpu] = 2000;  // n0 lost GPU 2
@@ -313,14 +314,15 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
     std::mt19937 rng(1000 + t);
     const int project = t % kProjects;
     const std::string ns = absl::StrCat("ns", project);
-    std::vector<bool> holding(6, false);
+    std::vector<std::string> holding(6);  // the UID each slot holds under, "" when free
     for (int i = 0; i < kOpsPerWorker; ++i) {
       const int slot = static_cast<int>(rng() % holding.size());
       const std::string key = absl::StrCat(ns, "/w", t, "-", slot);
-      if (holding[slot]) {
-        if (rng() % 4 == 0) mirror.Confirm(key).IgnoreError();  // may have been relisted away
-        mirror.Release(key);
-        holding[slot] = false;
+      if (!holding[slot].empty()) {
+        // (The reservation may have been relisted away.)
+        if (rng() % 4 == 0) mirror.Confirm(holding[slot]).IgnoreError();
+        mirror.Release(holding[slot]);
+        holding[slot].clear();
         continue;
       }
       const OfferingId offering = offerings[rng() % offerings.size()];
@@ -332,7 +334,7 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
         return Choose(s, offering, amount, claim.project, rng);
       });
       if (r.ok()) {
-        holding[slot] = true;
+        holding[slot] = claim.uid;
         ++reserved;
       } else if (r.status().code() == absl::StatusCode::kFailedPrecondition ||
                  r.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -399,12 +401,12 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
     EXPECT_THAT(CheckInvariants(s), IsEmpty());
   });
   // Releasing everything leaves every unit free and no usage.
-  std::vector<std::string> keys = mirror.Read([](const ClusterState& s) {
+  std::vector<std::string> ids = mirror.Read([](const ClusterState& s) {
     std::vector<std::string> k;
-    for (const auto& [key, pod] : s.pods()) k.push_back(key);
+    for (const auto& [id, pod] : s.pods()) k.push_back(id);
     return k;
   });
-  for (const std::string& key : keys) EXPECT_TRUE(mirror.Release(key));
+  for (const std::string& id : ids) EXPECT_TRUE(mirror.Release(id));
   mirror.Read([&](const ClusterState& s) {
     for (const auto& [name, node] : s.nodes()) {
       for (const NodeOffering& no : node->offerings) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -162,7 +163,11 @@ class ScoringTest : public ::testing::Test {
     state_.ApplyQuota(q);
   }
 
-  FitReason Fit(const PodRequest& r, const std::string& node, const Evictions& evicted = {}) {
+  // `evicted_keys`: namespace/name of pods placed by Place (evictions go by UID).
+  FitReason Fit(const PodRequest& r, const std::string& node,
+                const std::set<std::string>& evicted_keys = {}) {
+    Evictions evicted;
+    for (const std::string& key : evicted_keys) evicted.insert(key + "-uid");
     return CheckNode(state_, r, N(node), evicted).reason;
   }
 

@@ -315,8 +315,8 @@ std::vector<std::string> InvariantChecker::CheckState(const ClusterState& state)
                   Describe(entry.assignment));
     }
   }
-  for (const auto& [key, rec] : state.pods()) {
-    if (ledger_.count(key) == 0) v.push_back("mirror holds unknown pod " + key);
+  for (const auto& [id, rec] : state.pods()) {
+    if (ledger_.count(rec.key) == 0) v.push_back("mirror holds unknown pod " + rec.key);
   }
 
   // The mirror's counters agree with the ledger.
