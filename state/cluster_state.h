@@ -256,7 +256,10 @@ class ClusterState {
   void RemoveNode(absl::string_view name);
   // Upserts a pod: bound pods with our assignment annotation become holders (kConfirmed);
   // bound pods without it that request a catalog resource are charged (kCharged); terminal,
-  // terminating-and-unbound or pending pods release whatever they held.
+  // terminating-and-unbound or pending pods release whatever they held. A bound pod is
+  // charged to the project of its gpu.themelio.io/project annotation when it has a valid one
+  // (authoritative: a relist or restart reads it back), else to the project it was first
+  // recorded with, else to its namespace's.
   void ApplyPod(const PodObject& pod);
   // A pod deleted from the API server: releases the record of that UID (of the UID-less pod of
   // that name when `uid` is empty). A record of another UID under the same name stays.

@@ -6,8 +6,9 @@
 //  * A bound pod without (a readable) assignment annotation is charged whole units, free ones
 //    first; when the node has too little free capacity the rest is charged over capacity, so
 //    Audit names the unit and the pods and nothing is handed out twice.
-//  * A pod's project is fixed when it is first recorded: relabelling a namespace moves quotas
-//    at once, usage of running pods stays.
+//  * A bound pod's project is the one its gpu.themelio.io/project annotation records, else the
+//    one it was first recorded with: relabelling a namespace moves quotas at once, usage of
+//    running pods stays, also across relists and restarts.
 #include "state/cluster_state.h"
 
 #include <algorithm>
@@ -203,9 +204,15 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     return;
   }
 
-  // A pod's project is fixed when it is first recorded: relabelling a namespace moves new
-  // pods only (usage already counted stays where it was counted).
+  // A bound pod's project is the one its gpu.themelio.io/project annotation records (the
+  // project it was bound for: authoritative across relists and restarts, which rebuild from
+  // the API's objects), else the one it was first recorded with, else its namespace's now.
+  // Relabelling a namespace so moves new pods only.
   ProjectId project = existing != nullptr ? existing->project : kNoProject;
+  if (absl::StatusOr<std::string> annotated = ParseProjectAnnotation(pod.annotations);
+      annotated.ok()) {
+    project = InternProject(*annotated);
+  }
   auto record = [&](Assignment a, HoldingSource source) {
     if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
     PodRecord rec;
@@ -222,7 +229,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   absl::StatusOr<Assignment> parsed =
       ParseAssignmentAnnotations(pod.annotations, pod.node_name, *catalog_);
   if (parsed.ok()) {
-    if (existing != nullptr && existing->assignment == *parsed) {
+    if (existing != nullptr && existing->assignment == *parsed && existing->project == project) {
       existing->source = HoldingSource::kConfirmed;
       return;
     }
@@ -243,7 +250,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
           ? static_cast<size_t>(std::min<int64_t>(request.amount, kMaxUnitsPerPod))
           : 1;
   if (existing != nullptr && existing->source == HoldingSource::kCharged &&
-      existing->assignment.node == pod.node_name &&
+      existing->project == project && existing->assignment.node == pod.node_name &&
       existing->assignment.offering == request.offering &&
       existing->assignment.units.size() == need) {
     return;  // already charged; status updates must not move the charge around

@@ -938,6 +938,48 @@ TEST_F(ClusterStateTest, PodProjectIsFixedWhenFirstRecorded) {
   ExpectClean();
 }
 
+// The project an annotated pod was charged to is the one its gpu.themelio.io/project
+// annotation records: a relist or a restart (a fresh state from the API's objects) reads it
+// back instead of re-deriving it from the namespace's current label, so a relabelled namespace
+// moves new pods only (issue 12, finding 3).
+TEST_F(ClusterStateTest, ProjectAnnotationIsAuthoritativeForBoundPodsAcrossRestarts) {
+  // Two namespaces of project "shared" hold tickets of one time-sliced unit (legal: one owner).
+  ObjectBatch batch;
+  batch.nodes.push_back(Node("n1", {{kTs, 4}}));  // 1 unit x 4 tickets
+  batch.namespaces.push_back(NamespaceObject{"ns1", {{"gpu.themelio.io/project", "shared"}}});
+  batch.namespaces.push_back(NamespaceObject{"ns2", {{"gpu.themelio.io/project", "shared"}}});
+  batch.quotas.push_back(QuotaObj("ns2", "q", {{"requests.nvidia.com/mig-1g.5gb.shared", 4}}));
+  batch.pods.push_back(Annotated(Pod("ns1", "a", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared"));
+  batch.pods.push_back(Annotated(Pod("ns2", "b", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared"));
+  // Then ns2 is relabelled to project "other", and the extender restarts (or relists).
+  batch.namespaces[1].labels["gpu.themelio.io/project"] = "other";
+  ClusterState restarted(catalog_, MirrorOptions{});
+  restarted.ApplyBatch(batch);
+  const PodRecord* b = restarted.FindPod("ns2/b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(restarted.project(b->project).name, "shared") << "the annotation, not the label";
+  const AuditReport audit = restarted.Audit();
+  EXPECT_EQ(audit.multi_owner_units, 0) << absl::StrJoin(audit.problems, "; ");
+  EXPECT_THAT(audit.problems, IsEmpty());
+  EXPECT_EQ(restarted.Usage(restarted.FindProject("shared"), Id(kTs)), 1);
+  EXPECT_EQ(restarted.Usage(restarted.FindProject("other"), Id(kTs)), 0)
+      << "the relabel moved the quota, not the running pods' usage";
+  // A new pod of ns2 is the new project's: it may not join "shared"'s unit.
+  EXPECT_THAT(restarted.Reserve(PodClaim{"ns2/c", "ns2-c-uid", "ns2", ""}, A("n1", kTs, {0})).message(),
+              HasSubstr("owned by another project"));
+
+  // The same through the watch: an annotated pod first seen after the relabel.
+  state_.ApplyBatch(batch);
+  state_.ApplyPod(Annotated(Pod("ns2", "late", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared"));
+  EXPECT_EQ(state_.project(state_.FindPod("ns2/late")->project).name, "shared");
+  // An annotation that is not a project name is ignored: the namespace's project counts.
+  PodObject odd = Annotated(Pod("ns1", "odd", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared");
+  odd.annotations["gpu.themelio.io/project"] = std::string("bad\x01name");
+  state_.ApplyPod(odd);
+  EXPECT_EQ(state_.project(state_.FindPod("ns1/odd")->project).name, "shared");
+  ExpectClean();
+}
+
 TEST_F(ClusterStateTest, QuotaConversionPerSharing) {
   state_.ApplyQuota(QuotaObj("a", "gpu", {{"requests.nvidia.com/gpu", 3},
                                           {"requests.nvidia.com/mig-1g.5gb.shared", 9},
