@@ -148,6 +148,8 @@ bool IsStaleUnboundPod(const ClusterState& state, const PodObject& pod) {
 struct KubeReflector::Listed {
   ObjectBatch batch;
   std::string resource_versions[kKindCount];
+  // When the first list request was sent: everything committed before shows in the lists.
+  absl::Time listed_at = absl::InfinitePast();
 };
 
 KubeReflector::KubeReflector(KubeClient* client, Mirror* mirror, ReflectorOptions options)
@@ -233,6 +235,7 @@ void KubeReflector::SleepUnlessStopped(absl::Duration d, const WatchStopper* sto
 }
 
 absl::Status KubeReflector::ListAll(Listed* out) {
+  out->listed_at = absl::Now();
   for (int k = 0; k < kKindCount; ++k) {
     int index = 0;
     auto on_page = [&](const rapidjson::Value& page) -> absl::Status {
@@ -311,7 +314,7 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
     }
   });
   if (kept > 0) Count(&ReflectorCounters::stale_pod_events, kept);
-  mirror_->ReplaceAll(*batch);
+  mirror_->ReplaceAll(*batch, listed.listed_at);
   Snapshot after = mirror_->Read([](const ClusterState& s) { return TakeSnapshot(s); });
   if (cause == "initial") return;  // nothing to repair on the first fill
   int64_t repairs = 0;

@@ -211,8 +211,8 @@ struct PodRecord {
   Assignment assignment;
   HoldingSource source = HoldingSource::kConfirmed;
   // When our own bind confirmed this holding (InfinitePast when learned from the API). A
-  // relist taken before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
-  // recent holdings over instead of freeing a unit that the watch will show bound.
+  // relist listed before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
+  // holdings over instead of freeing a unit that the watch will show bound.
   absl::Time bound_by_us_at = absl::InfinitePast();
 };
 
@@ -284,6 +284,12 @@ class ClusterState {
   absl::Status Confirm(absl::string_view pod_id, absl::Time bound_at = absl::Now());
   // Releases everything the pod (its PodRecord::id) holds; false if it held nothing.
   bool Release(absl::string_view pod_id);
+  // Records `rec` (a holding of another ClusterState: Mirror::ReplaceAll carries in-flight
+  // binds across a relist) as it is, charged to `project`: no admission rule is applied
+  // again. Units it names that this state lacks are created draining; capacity, owner or
+  // quota it breaks here is an API fact for Audit(), as after a quota lowered under running
+  // pods. Precondition: no record with rec.id.
+  void CarryOver(const PodRecord& rec, absl::string_view project);
 
   // ---- read access for decisions (scoring/) ----
   const Catalog& catalog() const { return *catalog_; }

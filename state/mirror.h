@@ -47,11 +47,13 @@ class Mirror {
   absl::Status Confirm(absl::string_view pod_id);
   bool Release(absl::string_view pod_id);
 
-  // Replaces the whole state with one built from `batch` (relist after 410 Gone), keeping
-  // reservations that are not yet confirmed so in-flight binds are not lost, and holdings our
-  // binds confirmed within kRecentBindWindow that the list cannot show yet (mirror.cc).
-  void ReplaceAll(const ObjectBatch& batch);
-  static constexpr absl::Duration kRecentBindWindow = absl::Minutes(2);
+  // Replaces the whole state with one built from `batch` (a relist), listed at `listed_at`
+  // (the time the list was requested: everything committed before it shows in the list).
+  // Holdings the list cannot show are carried over as they are, without applying admission
+  // rules again (ClusterState::CarryOver): reservations of binds in flight, and holdings our
+  // binds confirmed after `listed_at` (or that the list shows still pending). Holdings the
+  // list should show and does not (deleted pods) are dropped. See mirror.cc.
+  void ReplaceAll(const ObjectBatch& batch, absl::Time listed_at);
 
  private:
   mutable absl::Mutex mu_;

@@ -300,6 +300,12 @@ void ClusterState::RemovePod(absl::string_view uid, absl::string_view key) {
   Release(PodIdOf(uid, key));
 }
 
+void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project) {
+  PodRecord copy = rec;
+  copy.project = InternProject(project);  // project ids are per state
+  AddPodRecord(std::move(copy));
+}
+
 void ClusterState::AddPodRecord(PodRecord rec) {
   ids_by_key_[rec.key].push_back(rec.id);
   auto [pos, inserted] = pods_.insert_or_assign(rec.id, std::move(rec));

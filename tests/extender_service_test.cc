@@ -453,7 +453,7 @@ TEST_F(ExtenderServiceTest, RepeatedCandidateListsFollowNodeChanges) {
   // A relist replaces every node object: the remembered pointers must not be used.
   ObjectBatch batch;
   batch.nodes = NodesOf(Protocol("nodelist-2-gpu-nodes.json"));
-  mirror_.ReplaceAll(batch);
+  mirror_.ReplaceAll(batch, absl::Now());
   EXPECT_EQ(unknown(), std::set<std::string>{"gpu-node-c"});
   EXPECT_EQ(ReadFilterAnswer(service_->Filter(body)).passed,
             std::vector<std::string>{"gpu-node-a"});

@@ -197,7 +197,7 @@ TEST(MirrorTest, ReserveWithCommitsTheChosenAssignmentOrNothing) {
   EXPECT_FALSE(mirror.Release("uid-a"));
 }
 
-TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
+TEST(MirrorTest, ReplaceAllKeepsWhatTheListCannotShowYet) {
   Mirror mirror(TestCatalog(), MirrorOptions{});
   mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
   const OfferingId gpu = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kGpu)->id; });
@@ -210,15 +210,21 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   };
   ASSERT_TRUE(reserve("ns0", "inflight", Assignment{"n0", gpu, {0}, 1}).ok());
   ASSERT_TRUE(reserve("ns0", "confirmed", Assignment{"n0", gpu, {1}, 1}).ok());
-  // Bound by us long ago: a list that does not show it means the pod was deleted.
+  // Bound by us before the list was requested: a list that does not show it means the pod
+  // was deleted.
+  const absl::Time listed_at = absl::Now();
   ASSERT_TRUE(mirror
-                  .Write([](ClusterState& s) {
-                    return s.Confirm("confirmed-uid", absl::Now() - absl::Minutes(10));
+                  .Write([&](ClusterState& s) {
+                    return s.Confirm("confirmed-uid", listed_at - absl::Seconds(1));
                   })
                   .ok());
-  // Bound by us just now: the pod may have been created after the list was taken.
+  // Bound by us after it: the pod may have been created after the list was taken.
   ASSERT_TRUE(reserve("ns3", "recent", Assignment{"n0", gpu, {2}, 1}).ok());
-  ASSERT_TRUE(mirror.Confirm("recent-uid").ok());
+  ASSERT_TRUE(mirror
+                  .Write([&](ClusterState& s) {
+                    return s.Confirm("recent-uid", listed_at + absl::Milliseconds(1));
+                  })
+                  .ok());
   ASSERT_TRUE(reserve("ns1", "bound", Assignment{"n1", ts, {1}, 1}).ok());
   EXPECT_FALSE(reserve("ns2", "lost", Assignment{"n1", ts, {1}, 1}).ok()) << "p1 owns that slice";
   ASSERT_TRUE(reserve("ns2", "other", Assignment{"n1", ts, {0}, 1}).ok());
@@ -238,7 +244,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   bound.phase = "Running";
   bound.annotations = AssignmentAnnotations(Assignment{"n1", ts, {1}, 1}, *TestCatalog(), "p1");
   relist.pods.push_back(bound);
-  mirror.ReplaceAll(relist);
+  mirror.ReplaceAll(relist, listed_at);
 
   mirror.Read([&](const ClusterState& s) {
     ASSERT_NE(s.FindPod("ns0/inflight"), nullptr) << "reservation of a bind in flight survives";
@@ -268,7 +274,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   late.phase = "Pending";
   stale.pods.push_back(late);
   PodObject recreated = late;  // same name, another pod: its holding went with the old one
-  mirror.ReplaceAll(stale);
+  mirror.ReplaceAll(stale, absl::Now() - absl::Seconds(1));
   mirror.Read([&](const ClusterState& s) {
     ASSERT_NE(s.FindPod("ns3/late"), nullptr) << "confirmed holding kept until the watch catches up";
     EXPECT_EQ(s.FindPod("ns3/late")->source, HoldingSource::kConfirmed);
@@ -278,23 +284,103 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   recreated.uid = "other-uid";
   ObjectBatch newer = Cluster();
   newer.pods.push_back(recreated);
-  mirror.ReplaceAll(newer);
+  mirror.ReplaceAll(newer, absl::Now() - absl::Seconds(1));
   mirror.Read([&](const ClusterState& s) {
     EXPECT_EQ(s.FindPod("ns3/late"), nullptr) << "the pending pod is another pod now";
     EXPECT_THAT(s.Audit().problems, IsEmpty());
   });
+}
 
-  // A reservation that no longer fits after the relist is dropped, not forced in.
-  ASSERT_TRUE(mirror.Release("recent-uid"));
-  ASSERT_TRUE(reserve("ns3", "gone", Assignment{"n0", gpu, {2}, 1}).ok());
-  ObjectBatch smaller = Cluster();
-  smaller.nodes[0].allocatable_milli[kGpu] = 2000;  // n0 lost GPU 2
-  mirror.ReplaceAll(smaller);
+// A relist carries the holdings of binds in flight over as they are: the admission rules
+// (quota, owner, capacity) were applied when they were reserved, and a bind that commits must
+// find its units still held. What the list then shows beyond the rules (a lowered quota,
+// another project's pod on the unit, a shrunk node) is an API fact for Audit to report, never
+// a reason to drop the reservation and hand its units out again (issue 12, finding 4).
+TEST(MirrorTest, ReplaceAllCarriesReservationsWithoutReapplyingAdmissionRules) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId gpu = catalog->Find(kGpu)->id;
+  const OfferingId ts = catalog->Find(kTs)->id;
+  auto reserve = [&](const std::string& ns, const std::string& name, Assignment a) {
+    return mirror
+        .ReserveWith(PodClaim{ns + "/" + name, name + "-uid", ns, ""},
+                     [&](const ClusterState&) -> absl::StatusOr<Assignment> { return a; })
+        .status();
+  };
+  ASSERT_TRUE(reserve("ns0", "quota", Assignment{"n0", gpu, {0}, 1}).ok());
+  ASSERT_TRUE(reserve("ns1", "owner", Assignment{"n1", ts, {1}, 1}).ok());
+  ASSERT_TRUE(reserve("ns3", "shrunk", Assignment{"n0", gpu, {2}, 1}).ok());
+
+  ObjectBatch relist = Cluster();
+  relist.quotas[0].hard_milli["requests.nvidia.com/gpu"] = 0;  // p0's GPU quota lowered to 0
+  relist.nodes[0].allocatable_milli[kGpu] = 2000;              // n0 lost GPU 2
+  PodObject intruder;  // p2's pod, bound on p1's reserved slice by something else
+  intruder.name = "intruder";
+  intruder.namespace_name = "ns2";
+  intruder.uid = "intruder-uid";
+  intruder.node_name = "n1";
+  intruder.phase = "Running";
+  intruder.annotations = AssignmentAnnotations(Assignment{"n1", ts, {1}, 1}, *catalog, "p2");
+  relist.pods.push_back(intruder);
+  mirror.ReplaceAll(relist, absl::Now());
+
   mirror.Read([&](const ClusterState& s) {
-    EXPECT_EQ(s.FindPod("ns3/gone"), nullptr);
-    EXPECT_NE(s.FindPod("ns0/inflight"), nullptr);
-    EXPECT_THAT(s.Audit().problems, IsEmpty());
+    for (const char* uid : {"quota-uid", "owner-uid", "shrunk-uid"}) {
+      const PodRecord* rec = s.FindPodByUid(uid);
+      ASSERT_NE(rec, nullptr) << uid << ": an in-flight reservation was dropped by the relist";
+      EXPECT_EQ(rec->source, HoldingSource::kReserved) << uid;
+    }
+    EXPECT_EQ(s.project(s.FindPodByUid("quota-uid")->project).name, "p0");
+    EXPECT_EQ(s.Usage(s.FindProject("p0"), gpu), 1) << "quota may go over, visibly";
+    EXPECT_TRUE(s.FindNode("n0")->Find(gpu)->units[2].draining) << "kept beyond allocatable";
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[2].Free(), 0);
+    EXPECT_EQ(s.FindNode("n1")->Find(ts)->units[1].holders.size(), 2u);
+    const AuditReport audit = s.Audit();
+    EXPECT_EQ(audit.over_quota_projects, 1) << absl::StrJoin(audit.problems, "; ");
+    EXPECT_EQ(audit.multi_owner_units, 1) << absl::StrJoin(audit.problems, "; ");
+    EXPECT_EQ(audit.oversubscribed_units, 0) << absl::StrJoin(audit.problems, "; ");
   });
+  // Nothing else is handed out on those units.
+  EXPECT_FALSE(reserve("ns0", "next", Assignment{"n0", gpu, {0}, 1}).ok());
+  EXPECT_FALSE(reserve("ns1", "join", Assignment{"n1", ts, {1}, 1}).ok()) << "two owners now";
+  EXPECT_FALSE(reserve("ns3", "again", Assignment{"n0", gpu, {2}, 1}).ok());
+}
+
+// A holding our own bind confirmed that a relist does not show at all was deleted, unless the
+// list may be older than the bind: the relist compares the time it was listed at with the
+// time of the bind, instead of keeping every bind of the last two minutes. A pod bound by us
+// and deleted while the watch was down must not hold its unit until the next relist (issue 12,
+// smaller risk: held-back capacity).
+TEST(MirrorTest, ReplaceAllDropsOurBindsThatTheListShouldShow) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId gpu = catalog->Find(kGpu)->id;
+  auto bind = [&](const std::string& name, int32_t unit, absl::Time at) {
+    ASSERT_TRUE(mirror
+                    .ReserveWith(PodClaim{"ns0/" + name, name + "-uid", "ns0", ""},
+                                 [&](const ClusterState&) -> absl::StatusOr<Assignment> {
+                                   return Assignment{"n0", gpu, {unit}, 1};
+                                 })
+                    .ok());
+    ASSERT_TRUE(mirror.Write([&](ClusterState& s) { return s.Confirm(name + "-uid", at); }).ok());
+  };
+  const absl::Time now = absl::Now();
+  bind("deleted", 0, now - absl::Seconds(30));  // bound 30 s ago, deleted while the watch was down
+  bind("fresh", 1, now);                        // bound after the list below was taken
+  mirror.ReplaceAll(Cluster(), /*listed_at=*/now - absl::Seconds(5));
+  mirror.Read([&](const ClusterState& s) {
+    EXPECT_EQ(s.FindPodByUid("deleted-uid"), nullptr)
+        << "bound before the list was taken, not listed: the pod is gone";
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[0].Free(), 1) << "its unit is free at once";
+    ASSERT_NE(s.FindPodByUid("fresh-uid"), nullptr) << "the list may predate that bind";
+    EXPECT_EQ(s.FindPodByUid("fresh-uid")->source, HoldingSource::kConfirmed);
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[1].Free(), 0);
+  });
+  // The next relist, listed after the bind, settles it too.
+  mirror.ReplaceAll(Cluster(), absl::Now());
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.pods().size(); }), 0u);
 }
 
 TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAndAudits) {
@@ -366,7 +452,7 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
     while (!done.load()) {
       ++k;
       if (k % 50 == 0) {
-        mirror.ReplaceAll(Cluster());
+        mirror.ReplaceAll(Cluster(), absl::Now());
       } else {
         mirror.Write([&](ClusterState& s) { s.ApplyNode(Node("n1", k % 2 == 0 ? 1 : 2)); });
       }
