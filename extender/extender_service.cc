@@ -716,20 +716,25 @@ VerbResult ExtenderService::Bind(std::string body) {
   auto call_binder = [&](const std::map<std::string, std::string>& annotations,
                          double* seconds) {
     const auto start = std::chrono::steady_clock::now();
-    absl::Status s = impl_->binder->Bind(*target, annotations);
+    BindResult r = impl_->binder->Bind(*target, annotations);
     *seconds = SecondsSince(start);
-    return s;
+    return r;
+  };
+  // Not bound: the API refused (api_error) or may have bound it (api_unknown, issue 12,
+  // finding 1); kube-scheduler retries the pod either way.
+  auto failed = [&](const BindResult& r, double seconds) {
+    const bool unknown = r.outcome == BindOutcome::kUnknown;
+    return answer(offering_label, unknown ? "api_unknown" : "api_error", seconds,
+                  absl::StrCat(unknown ? "binding outcome unknown: " : "binding rejected: ",
+                               r.status.message()));
   };
 
   if (!request.interested()) {
     // Nothing of ours to reserve: bind as the default binder would (managedResources
     // normally keeps such pods away from us).
     double seconds = 0;
-    absl::Status s = call_binder({}, &seconds);
-    if (!s.ok()) {
-      return answer(offering_label, "api_error", seconds,
-                    absl::StrCat("binding rejected: ", s.message()));
-    }
+    const BindResult r = call_binder({}, &seconds);
+    if (!r.bound()) return failed(r, seconds);
     impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
     return answer(offering_label, "bound", seconds, "");
   }
@@ -743,13 +748,21 @@ VerbResult ExtenderService::Bind(std::string body) {
   // Filled in by the chooser, which runs under the mirror's writer lock.
   std::string fail_outcome = "unit_taken";
   bool own_unit = false;
-  // A pod that already holds units (a concurrent bind of the same pod, or a watch event that
-  // recorded the pod as bound) keeps them whatever this call's Binder says: only a holding
-  // this call created may be rolled back.
+  // A pod that already holds units (a concurrent bind of the same pod, an earlier bind whose
+  // outcome was unknown, or a watch event that recorded the pod as bound) keeps them whatever
+  // this call's Binder says: only a holding this call created may be rolled back.
   bool held_before = false;
   absl::StatusOr<Assignment> reserved = impl_->mirror->ReserveWith(
       claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
-        held_before = state.FindPodById(pod_id) != nullptr;
+        const PodRecord* held = state.FindPodById(pod_id);
+        held_before = held != nullptr;
+        if (held != nullptr && held->source == HoldingSource::kReserved &&
+            held->assignment.node == target->node) {
+          // kube-scheduler retries a bind whose outcome we could not tell (or runs it twice):
+          // the same binding again, so that a committed earlier one reads back as ours.
+          fail_outcome = "unit_taken";
+          return held->assignment;
+        }
         const NodeState* node = state.FindNode(target->node);
         const NodeFit fit = CheckNode(state, request, node);
         if (!fit.fits()) {
@@ -795,12 +808,20 @@ VerbResult ExtenderService::Bind(std::string body) {
       });
   const char* placement = time_sliced ? (own_unit ? "own_unit" : "new_unit") : "";
   double seconds = 0;
-  absl::Status bound = call_binder(annotations, &seconds);
-  if (!bound.ok()) {
-    // I1 under API failure: the reservation is rolled back, nothing leaks.
-    if (!held_before) impl_->mirror->Release(pod_id);
-    return answer(offering_label, "api_error", seconds,
-                  absl::StrCat("binding rejected: ", bound.message()));
+  const BindResult bound = call_binder(annotations, &seconds);
+  switch (bound.outcome) {
+    case BindOutcome::kBound:
+      break;
+    case BindOutcome::kNotBound:
+      // Definitely not bound: the holding this call created is rolled back (only while it is
+      // still that reservation; a watch event may have recorded the pod meanwhile).
+      if (!held_before) impl_->mirror->ReleaseReservation(pod_id, *reserved);
+      return failed(bound, seconds);
+    case BindOutcome::kUnknown:
+      // It may be bound (I1 under API failure): freeing the units could hand them out twice.
+      // The holding stays, unconfirmed, until the watch or a relist shows the pod's truth.
+      impl_->mirror->MarkUnconfirmed(pod_id);
+      return failed(bound, seconds);
   }
   // Confirm can only fail if a watch event already replaced our reservation with the bound
   // pod's recorded assignment, which is the confirmed state anyway.

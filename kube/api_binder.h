@@ -4,16 +4,19 @@
 // as a precondition (a recreated pod with the same name is never bound by mistake).
 //
 // Contract:
-//  * OK means the pod is bound to the node with our annotations in the API server.
-//  * An error (absl::Status carrying the API's reason and message, see KubeErrorOf) means the
-//    pod is not bound by this call as far as we could find out; the service then releases
-//    the reservation.
+//  * The result is tri-state (binder.h). kBound: the pod is bound to the node with our
+//    annotations in the API server. kNotBound: no POST of this call committed: every answer
+//    was a refusal (4xx, 429, or nothing sent), or reading the pod back shows it unbound,
+//    bound elsewhere, or gone (404, another UID). kUnknown: an attempt was ambiguous
+//    (transport error, timeout, 5xx: it may have committed) and the read-back could not tell
+//    (it failed, or shows the pod on this node with other annotations). The status carries
+//    the API's reason and message (KubeErrorOf).
 //  * Within `deadline` (below kube-scheduler's 5 s extender timeout), transport errors, 5xx
 //    and 429 are retried. Because a lost answer may hide a committed bind, a retry that meets
-//    409 "already assigned", or a deadline after an ambiguous failure, reads the pod back: if
-//    it is bound to this node with exactly our annotations, the bind succeeded. (If a commit
-//    still lands after we gave up, the watch brings the bound pod and the mirror records it,
-//    since the API server is the truth.)
+//    409 "already assigned", any refusal after an ambiguous attempt, or a deadline after an
+//    ambiguous attempt, reads the pod back to decide. (If a commit still lands after we gave
+//    up, the watch brings the bound pod and the mirror records it, since the API server is
+//    the truth.)
 //  * Thread-safe.
 #ifndef GSE_KUBE_API_BINDER_H_
 #define GSE_KUBE_API_BINDER_H_
@@ -40,8 +43,8 @@ class ApiBinder : public Binder {
  public:
   explicit ApiBinder(KubeClient* client, ApiBinderOptions options = {});
 
-  absl::Status Bind(const BindTarget& target,
-                    const std::map<std::string, std::string>& annotations) override;
+  BindResult Bind(const BindTarget& target,
+                  const std::map<std::string, std::string>& annotations) override;
 
   // The v1.Binding body for `target` (exposed for tests).
   static std::string BindingBody(const BindTarget& target,
@@ -57,10 +60,11 @@ class ApiBinder : public Binder {
   int64_t get_errors() const { return get_errors_.load(); }
 
  private:
-  // True when the pod is bound to target.node with `annotations` (and target's UID).
-  bool BoundAsRequested(const BindTarget& target,
-                        const std::map<std::string, std::string>& annotations,
-                        absl::Duration timeout);
+  // Reads the pod back: kBound when it is bound to target.node with `annotations` (and
+  // target's UID); kNotBound when it is pending, bound to another node or gone; else kUnknown.
+  BindOutcome ReadBack(const BindTarget& target,
+                       const std::map<std::string, std::string>& annotations,
+                       absl::Duration timeout);
 
   KubeClient* const client_;
   const ApiBinderOptions options_;

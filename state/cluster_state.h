@@ -214,6 +214,11 @@ struct PodRecord {
   // relist listed before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
   // holdings over instead of freeing a unit that the watch will show bound.
   absl::Time bound_by_us_at = absl::InfinitePast();
+  // kReserved only: when its bind ended with an unknown outcome (a POST may have committed;
+  // InfinitePast while the bind is in flight or was never ambiguous). The holding stays until
+  // the API's objects settle it: the watch shows the pod bound (confirmed) or deleted
+  // (released), or a relist listed after this time shows it not bound here (dropped).
+  absl::Time unconfirmed_since = absl::InfinitePast();
 };
 
 struct ProjectState {
@@ -284,6 +289,13 @@ class ClusterState {
   absl::Status Confirm(absl::string_view pod_id, absl::Time bound_at = absl::Now());
   // Releases everything the pod (its PodRecord::id) holds; false if it held nothing.
   bool Release(absl::string_view pod_id);
+  // Ends the reservation of a bind that definitely did not commit: only while the pod still
+  // holds exactly `a` as kReserved (a watch event may have confirmed or replaced it). False
+  // if nothing was released.
+  bool ReleaseReservation(absl::string_view pod_id, const Assignment& a);
+  // The bind of this reservation ended with an unknown outcome at `since`: it stays held
+  // (PodRecord::unconfirmed_since). No-op unless the pod holds a kReserved record.
+  void MarkUnconfirmed(absl::string_view pod_id, absl::Time since = absl::Now());
   // Records `rec` (a holding of another ClusterState: Mirror::ReplaceAll carries in-flight
   // binds across a relist) as it is, charged to `project`: no admission rule is applied
   // again. Units it names that this state lacks are created draining; capacity, owner or

@@ -30,6 +30,16 @@ bool Mirror::Release(absl::string_view pod_id) {
   return state_.Release(pod_id);
 }
 
+bool Mirror::ReleaseReservation(absl::string_view pod_id, const Assignment& a) {
+  absl::MutexLock lock(&mu_);
+  return state_.ReleaseReservation(pod_id, a);
+}
+
+void Mirror::MarkUnconfirmed(absl::string_view pod_id) {
+  absl::MutexLock lock(&mu_);
+  state_.MarkUnconfirmed(pod_id);
+}
+
 namespace {
 
 // What a relist shows of the pods, by PodRecord::id and by namespace/name.
@@ -46,7 +56,10 @@ struct ListedPods {
 };
 
 // Whether a holding that the relist does not show (as bound or charged) is carried over:
-//  * kReserved: a bind in flight; its outcome confirms or releases it.
+//  * kReserved: a bind in flight; its outcome confirms or releases it. One whose bind ended
+//    with an unknown outcome (unconfirmed_since) is kept only while the list may predate
+//    that outcome: a list requested after it that shows the pod pending, or not at all, is
+//    the API's word that no binding of it committed.
 //  * kConfirmed while the list shows the same pod (UID) still pending: bound after the list
 //    was taken; the watch delivers the bound (or deleted) pod next.
 //  * kConfirmed, not listed at all, bound by us after `listed_at`: the list may be older than
@@ -58,7 +71,7 @@ struct ListedPods {
 bool CarriedOver(const PodRecord& pod, const ListedPods& listed, absl::Time listed_at) {
   switch (pod.source) {
     case HoldingSource::kReserved:
-      return true;
+      return pod.unconfirmed_since == absl::InfinitePast() || pod.unconfirmed_since >= listed_at;
     case HoldingSource::kConfirmed:
       return listed.pending.contains(pod.id) ||
              (!listed.keys.contains(pod.key) && pod.bound_by_us_at > listed_at);

@@ -46,6 +46,10 @@ class Mirror {
   // ClusterState::Confirm / Release of the pod with that PodRecord::id (PodIdOf).
   absl::Status Confirm(absl::string_view pod_id);
   bool Release(absl::string_view pod_id);
+  // ClusterState::ReleaseReservation / MarkUnconfirmed: Bind's reaction to a definite "not
+  // bound" and to an unknown outcome of its Binder (issue 12, finding 1).
+  bool ReleaseReservation(absl::string_view pod_id, const Assignment& a);
+  void MarkUnconfirmed(absl::string_view pod_id);
 
   // Replaces the whole state with one built from `batch` (a relist), listed at `listed_at`
   // (the time the list was requested: everything committed before it shows in the list).

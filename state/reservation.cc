@@ -173,8 +173,26 @@ absl::Status ClusterState::Confirm(absl::string_view pod_id, absl::Time bound_at
   if (it->second.source == HoldingSource::kReserved) {
     it->second.source = HoldingSource::kConfirmed;
     it->second.bound_by_us_at = bound_at;
+    it->second.unconfirmed_since = absl::InfinitePast();
   }
   return absl::OkStatus();
+}
+
+bool ClusterState::ReleaseReservation(absl::string_view pod_id, const Assignment& a) {
+  auto it = pods_.find(pod_id);
+  if (it == pods_.end() || it->second.source != HoldingSource::kReserved ||
+      !(it->second.assignment == a)) {
+    return false;
+  }
+  return Release(pod_id);
+}
+
+void ClusterState::MarkUnconfirmed(absl::string_view pod_id, absl::Time since) {
+  auto it = pods_.find(pod_id);
+  if (it != pods_.end() && it->second.source == HoldingSource::kReserved &&
+      it->second.unconfirmed_since == absl::InfinitePast()) {
+    it->second.unconfirmed_since = since;
+  }
 }
 
 }  // namespace gse

@@ -6,6 +6,7 @@
 #include "extender/extender_service.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -140,15 +141,30 @@ class FakeBinder : public Binder {
     BindTarget target;
     std::map<std::string, std::string> annotations;
   };
-  absl::Status Bind(const BindTarget& target,
-                    const std::map<std::string, std::string>& annotations) override {
-    absl::MutexLock lock(&mu_);
-    calls_.push_back(Call{target, annotations});
-    return result_;
+  BindResult Bind(const BindTarget& target,
+                  const std::map<std::string, std::string>& annotations) override {
+    std::function<void(const Call&)> during;
+    BindResult result;
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(Call{target, annotations});
+      during = during_;
+      result = result_;
+    }
+    if (during) during(Call{target, annotations});  // what happens while the POST is out
+    return result;
   }
+  // OK: bound; an error: definitely not bound.
   void SetResult(absl::Status s) {
+    SetResult(s.ok() ? BindResult::Bound() : BindResult::NotBound(std::move(s)));
+  }
+  void SetResult(BindResult r) {
     absl::MutexLock lock(&mu_);
-    result_ = std::move(s);
+    result_ = std::move(r);
+  }
+  void SetDuring(std::function<void(const Call&)> during) {
+    absl::MutexLock lock(&mu_);
+    during_ = std::move(during);
   }
   std::vector<Call> calls() {
     absl::MutexLock lock(&mu_);
@@ -157,7 +173,8 @@ class FakeBinder : public Binder {
 
  private:
   absl::Mutex mu_;
-  absl::Status result_ ABSL_GUARDED_BY(mu_);
+  BindResult result_ ABSL_GUARDED_BY(mu_) = BindResult::Bound();
+  std::function<void(const Call&)> during_ ABSL_GUARDED_BY(mu_);
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -727,6 +744,108 @@ TEST_F(ExtenderServiceTest, FailedRetryOfABoundPodDoesNotReleaseItsUnit) {
   ASSERT_NE(FindPodCopy("ml-team/p", &after), nullptr) << "the bound pod's ticket was released";
   EXPECT_EQ(after.assignment, bound.assignment);
   EXPECT_EQ(Usage("ml-team", kMigShared), 1);
+}
+
+// The pod as the watch shows it once `call`'s binding committed.
+PodObject BoundPod(const FakeBinder::Call& call) {
+  PodObject pod;
+  pod.name = call.target.pod_name;
+  pod.namespace_name = call.target.pod_namespace;
+  pod.uid = call.target.pod_uid;
+  pod.node_name = call.target.node;
+  pod.phase = "Running";
+  pod.annotations = call.annotations;
+  return pod;
+}
+
+// Issue 12, finding 1: a bind whose outcome is unknown (the POST may have committed) never
+// frees its unit; the holding stays, unconfirmed, until the API server's objects settle it.
+TEST_F(ExtenderServiceTest, UnknownBindOutcomeKeepsTheUnitHeldUntilTheApiSettlesIt) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.SetResult(BindResult::Unknown(absl::DeadlineExceededError("timed out")));
+  VerbResult r = service_->Bind(BindBody("p", "uid-p", "one"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.outcome, "error");
+  EXPECT_EQ(Json(r.body)["Error"].GetString(), std::string("binding outcome unknown: timed out"));
+  PodRecord held;
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr) << "an ambiguous bind freed its unit";
+  EXPECT_EQ(held.source, HoldingSource::kReserved);
+  EXPECT_NE(held.unconfirmed_since, absl::InfinitePast());
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+
+  // The unit is not handed out again while p may be bound on it.
+  binder_.SetResult(absl::OkStatus());
+  const std::string error = Place("q", "uid-q", {{kMig, "1"}}, "one");
+  EXPECT_TRUE(absl::StartsWith(error, "binding rejected: one: ")) << error;
+  EXPECT_EQ(binder_.calls().size(), 1u);
+
+  // The watch shows that p's binding committed: the holding is confirmed, nothing doubled.
+  const FakeBinder::Call first = binder_.calls()[0];
+  mirror_.Write([&](ClusterState& s) { s.ApplyPod(BoundPod(first)); });
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+  EXPECT_TRUE(Audit().problems.empty());
+}
+
+// A relist listed after the unknown outcome that shows the pod still pending settles it: no
+// binding of it committed, the unit is free again.
+TEST_F(ExtenderServiceTest, RelistAfterAnUnknownBindOutcomeFreesTheUnitOfAPendingPod) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.SetResult(BindResult::Unknown(absl::UnavailableError("connection reset")));
+  ASSERT_EQ(Json(service_->Bind(BindBody("p", "uid-p", "one")).body)["Error"].GetString(),
+            std::string("binding outcome unknown: connection reset"));
+  const absl::Time before_outcome = absl::Now() - absl::Seconds(1);
+  ObjectBatch relist;
+  relist.nodes.push_back(MakeNode("one", {{kMig, {1, 1}}}));
+  PodObject pending = BoundPod(binder_.calls()[0]);
+  pending.node_name.clear();
+  pending.phase = "Pending";
+  relist.pods.push_back(pending);
+  mirror_.ReplaceAll(relist, before_outcome);  // may predate a commit: kept
+  PodRecord held;
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  mirror_.ReplaceAll(relist, absl::Now());  // listed after it: the API's word
+  EXPECT_EQ(FindPodCopy("ml-team/p", &held), nullptr);
+  binder_.SetResult(absl::OkStatus());
+  EXPECT_EQ(Place("q", "uid-q", {{kMig, "1"}}, "one"), "");
+}
+
+// kube-scheduler retries a pod whose bind outcome was unknown: onto the same node it repeats
+// the same binding (so that a committed first one reads back as ours) and confirms it.
+TEST_F(ExtenderServiceTest, RetryAfterAnUnknownOutcomeRepeatsTheSameBinding) {
+  AddNode(MakeNode("two", {{kMig, {2, 1}}}));
+  binder_.SetResult(BindResult::Unknown(absl::DeadlineExceededError("timed out")));
+  ASSERT_NE(Place("p", "uid-p", {{kMig, "1"}}, "two"), "");
+  binder_.SetResult(absl::OkStatus());
+  EXPECT_EQ(Place("p", "uid-p", {{kMig, "1"}}, "two"), "");
+  ASSERT_EQ(binder_.calls().size(), 2u);
+  EXPECT_EQ(binder_.calls()[1].annotations, binder_.calls()[0].annotations);
+  PodRecord held;
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+}
+
+// A definite "not bound" releases only the holding this call created while it is still that
+// reservation: when the watch recorded the pod bound meanwhile (kube-scheduler's earlier bind
+// of it committed), that holding stays.
+TEST_F(ExtenderServiceTest, NotBoundReleasesOnlyTheReservationThisCallStillHolds) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.SetDuring([&](const FakeBinder::Call& call) {
+    mirror_.Write([&](ClusterState& s) { s.ApplyPod(BoundPod(call)); });
+  });
+  binder_.SetResult(absl::AbortedError("Operation cannot be fulfilled: already assigned"));
+  const std::string error =
+      Json(service_->Bind(BindBody("p", "uid-p", "one")).body)["Error"].GetString();
+  EXPECT_TRUE(absl::StartsWith(error, "binding rejected: ")) << error;
+  PodRecord held;
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr) << "a holding the watch confirmed was freed";
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
 }
 
 TEST_F(ExtenderServiceTest, BindOfUnseenPodOrWrongUidIsRefused) {

@@ -244,7 +244,7 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
 
   int time_sliced = 0;
   for (const Offering& o : Catalog::BuiltIn().offerings()) {
-    for (const char* outcome : {"bound", "unit_taken", "quota", "no_fit", "api_error"}) {
+    for (const char* outcome : {"bound", "unit_taken", "quota", "no_fit", "api_error", "api_unknown"}) {
       EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", o.resource}, {"outcome", outcome}}), 0)
           << o.resource << " " << outcome;
     }
@@ -262,7 +262,7 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
         << o.resource;
   }
   EXPECT_GT(time_sliced, 0);
-  for (const char* outcome : {"not_synced", "unknown_pod", "bad_request", "api_error"}) {
+  for (const char* outcome : {"not_synced", "unknown_pod", "bad_request", "api_error", "api_unknown"}) {
     EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", "none"}, {"outcome", outcome}}), 0) << outcome;
   }
   for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
