@@ -570,6 +570,9 @@ TEST_F(ExtenderServiceTest, PrioritizeAnswersBareArrayForEveryInputNode) {
         hosts.push_back(n["metadata"]["name"].GetString());
       }
     }
+    // Both nodes are candidates in every file: an empty answer must not pass the loops below.
+    ASSERT_EQ(std::set<std::string>(hosts.begin(), hosts.end()),
+              (std::set<std::string>{"gpu-node-a", "gpu-node-b"}));
     VerbResult r = service_->Prioritize(body);
     ASSERT_EQ(r.status, 200) << r.body;
     rapidjson::Document out = Json(r.body);
@@ -592,11 +595,14 @@ TEST_F(ExtenderServiceTest, PrioritizeAnswersBareArrayForEveryInputNode) {
       const PodRequest req = ResolvePodRequest(s.catalog(), pod, "ml-team");
       return MakePolicy("affinity-pack").value()->Score(s, req, *s.FindNode("gpu-node-a"));
     });
+    int scored_a = 0;
     for (const auto& e : out.GetArray()) {
       if (std::string(e["Host"].GetString()) == "gpu-node-a") {
         EXPECT_EQ(e["Score"].GetInt64(), want);
+        ++scored_a;
       }
     }
+    EXPECT_EQ(scored_a, 1);
   }
 }
 
@@ -1067,6 +1073,11 @@ TEST_F(ExtenderServiceTest, MalformedBodiesAre400NamingThePathAndChangeNothing) 
       {"preempt", R"({"NodeNameToMetaVictims":{}})", "Pod: missing"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":5}]}}})"),
        R"(NodeNameToMetaVictims["n"].Pods[0].UID: must be a string, got number)"},
+      // An empty victim UID names no pod: echoing it would evict nothing we decided on.
+      {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":""}]}}})"),
+       R"(NodeNameToMetaVictims["n"].Pods[0].UID: empty)"},
+      {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToVictims":{"n":{"Pods":[{"metadata":{"uid":""}}]}}})"),
+       R"(NodeNameToVictims["n"].Pods[0].metadata.uid: empty)"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[],"NumPDBViolations":"x"}}})"),
        R"(NodeNameToMetaVictims["n"].NumPDBViolations: must be an integer, got string)"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToVictims":{"n":{"Pods":[{"spec":{}}]}}})"),
