@@ -72,15 +72,26 @@ ObjectBatch Cluster(int64_t n1_ts_units = 2) {
     q.namespace_name = absl::StrCat("ns", p);
     q.name = "gpu";
     q.hard_milli["requests.nvidia.com/gpu"] = 2000;                // 2 GPUs
-    q.hard_milli["requests.nvidia.com/mig-1g.5gb.shared"] = 3000;  // 3 tickets = 1 slice
+    // 4 tickets at 3 per slice: 2 slices (rounding down would allow 1, a ticket count 4).
+    q.hard_milli["requests.nvidia.com/mig-1g.5gb.shared"] = 4000;
     q.hard_milli["requests.nvidia.com/gpu.mps"] = 3000;            // 3 shares
     b.quotas.push_back(q);
   }
   return b;
 }
 
+// Each project's quota in usage units, worked out here from Cluster()'s ResourceQuota (not
+// read from the code under test): GPUs, slices (ceil(4 tickets / 3)), MPS shares; -1 = none.
+int64_t ExpectedQuota(const std::string& resource) {
+  if (resource == kGpu) return 2;
+  if (resource == kTs) return 2;
+  if (resource == kMps) return 3;
+  return -1;
+}
+
 // An independent check of I1, I2 and I4 from the units' holders and the pod records (not
-// using Audit), so a bug in Audit cannot hide a bug in Reserve.
+// using Audit, nor the state's quota), so a bug in Audit or in the quota's conversion cannot
+// hide a bug in Reserve.
 std::vector<std::string> CheckInvariants(const ClusterState& s) {
   std::vector<std::string> bad;
   std::map<std::pair<std::string, OfferingId>, int64_t> usage;
@@ -119,7 +130,7 @@ std::vector<std::string> CheckInvariants(const ClusterState& s) {
     }
   }
   for (const auto& [key, use] : usage) {
-    const int64_t quota = s.Quota(s.FindProject(key.first), key.second);
+    const int64_t quota = ExpectedQuota(s.catalog().Get(key.second).resource);
     if (quota >= 0 && use > quota) {
       bad.push_back(absl::StrCat(key.first, " over quota of ", s.catalog().Get(key.second).resource));
     }
@@ -195,6 +206,28 @@ TEST(MirrorTest, ReserveWithCommitsTheChosenAssignmentOrNothing) {
   EXPECT_EQ(mirror.Confirm("ns0/a").code(), absl::StatusCode::kNotFound) << "pods go by UID";
   EXPECT_TRUE(mirror.Release("uid-a"));
   EXPECT_FALSE(mirror.Release("uid-a"));
+}
+
+// A time-sliced quota counts tickets; a project may own ceil(hard / replicas) slices: with 4
+// tickets at 3 per slice, a second slice is allowed and a third refused.
+TEST(MirrorTest, TicketQuotaRoundsUpToWholeSlices) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId ts = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kTs)->id; });
+  auto reserve = [&](const std::string& name, const std::string& node, int32_t unit) {
+    return mirror
+        .ReserveWith(PodClaim{"ns0/" + name, name + "-uid", "ns0", ""},
+                     [&](const ClusterState&) -> absl::StatusOr<Assignment> {
+                       return Assignment{node, ts, {unit}, 1};
+                     })
+        .status();
+  };
+  EXPECT_TRUE(reserve("a", "n0", 0).ok());
+  EXPECT_TRUE(reserve("b", "n0", 1).ok()) << "4 tickets allow a second slice of 3";
+  const absl::Status third = reserve("c", "n1", 0);
+  EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition) << third;
+  EXPECT_THAT(std::string(third.message()), ::testing::HasSubstr("quota")) << third;
+  EXPECT_TRUE(reserve("d", "n0", 0).ok()) << "a ticket on an owned slice costs no quota";
 }
 
 TEST(MirrorTest, ReplaceAllKeepsWhatTheListCannotShowYet) {
