@@ -79,7 +79,7 @@ std::string ApiBinder::BindingBody(const BindTarget& target,
 
 BindOutcome ApiBinder::ReadBack(const BindTarget& target,
                                const std::map<std::string, std::string>& annotations,
-                               absl::Duration timeout) {
+                               absl::Duration timeout, bool unanswered) {
   absl::StatusOr<std::string> body = client_->GetWithTimeout(
       absl::StrCat("/api/v1/namespaces/", target.pod_namespace, "/pods/", target.pod_name),
       timeout);
@@ -106,11 +106,13 @@ BindOutcome ApiBinder::ReadBack(const BindTarget& target,
   if (!target.pod_uid.empty() && target.pod_uid != uid->GetString()) return BindOutcome::kNotBound;
   const rapidjson::Value* node = member(*spec, "nodeName");
   const bool unbound = node == nullptr || (node->IsString() && node->GetStringLength() == 0);
-  // Still pending, or bound to another node: a binding cannot move a bound pod, so no POST of
-  // ours committed (or ever will, once the pod is elsewhere).
-  if (unbound || (node->IsString() && target.node != node->GetString())) {
+  // Bound to another node: a binding cannot move a bound pod, so no POST of ours committed or
+  // ever will. Still pending: none committed so far; but a POST that got no answer may still
+  // be inside the API server and commit later, so only answered attempts make that final.
+  if (node != nullptr && node->IsString() && !unbound && target.node != node->GetString()) {
     return BindOutcome::kNotBound;
   }
+  if (unbound) return unanswered ? BindOutcome::kUnknown : BindOutcome::kNotBound;
   if (!node->IsString()) return BindOutcome::kUnknown;
   const rapidjson::Value* ann = member(*meta, "annotations");
   for (const auto& [k, v] : annotations) {
@@ -128,6 +130,7 @@ BindResult ApiBinder::Bind(const BindTarget& target,
   const std::string body = BindingBody(target, annotations);
   const absl::Time deadline = absl::Now() + options_.deadline;
   bool ambiguous = false;  // an attempt may have committed without us hearing the answer
+  bool unanswered = false;  // an attempt got no answer at all: it may still be in flight
   absl::Status last = absl::DeadlineExceededError("no attempt made");
   int attempt = 0;
   // The last error, saying how many attempts it took; the API's reason and message stay
@@ -144,7 +147,7 @@ BindResult ApiBinder::Bind(const BindTarget& target,
   // The pod itself says whether an attempt committed. Without an ambiguous attempt none of
   // ours can have (every answer was a refusal), so "cannot tell" is then "not bound" too.
   auto settle_by_reading = [&](absl::Duration timeout) {
-    switch (ReadBack(target, annotations, timeout)) {
+    switch (ReadBack(target, annotations, timeout, unanswered)) {
       case BindOutcome::kBound:
         confirmed_by_read_.fetch_add(1);
         return BindResult::Bound();
@@ -181,6 +184,7 @@ BindResult ApiBinder::Bind(const BindTarget& target,
     if (Definitive(e.http_code)) return BindResult::NotBound(described(""));
     // Transport errors and 5xx: the request may or may not have been applied; 429: it was not.
     ambiguous = ambiguous || e.http_code == 0 || e.http_code >= 500;
+    unanswered = unanswered || e.http_code == 0;
     absl::Duration pause = std::min(options_.retry_backoff * attempt, deadline - absl::Now());
     if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
   }

@@ -6,11 +6,13 @@
 // Contract:
 //  * The result is tri-state (binder.h). kBound: the pod is bound to the node with our
 //    annotations in the API server. kNotBound: no POST of this call committed: every answer
-//    was a refusal (4xx, 429, or nothing sent), or reading the pod back shows it unbound,
-//    bound elsewhere, or gone (404, another UID). kUnknown: an attempt was ambiguous
-//    (transport error, timeout, 5xx: it may have committed) and the read-back could not tell
-//    (it failed, or shows the pod on this node with other annotations). The status carries
-//    the API's reason and message (KubeErrorOf).
+//    was a refusal (4xx, 429, or nothing sent), or reading the pod back shows it bound
+//    elsewhere or gone (404, another UID), or still pending after attempts that were all
+//    answered (5xx). kUnknown: an attempt was ambiguous (transport error, timeout, 5xx: it may
+//    have committed) and the read-back could not tell: it failed, shows the pod on this node
+//    with other annotations, or shows it pending while a POST that got no answer (timeout,
+//    transport error) may still be inside the API server and commit later. The status
+//    carries the API's reason and message (KubeErrorOf).
 //  * Within `deadline` (below kube-scheduler's 5 s extender timeout), transport errors, 5xx
 //    and 429 are retried. Because a lost answer may hide a committed bind, a retry that meets
 //    409 "already assigned", any refusal after an ambiguous attempt, or a deadline after an
@@ -61,10 +63,11 @@ class ApiBinder : public Binder {
 
  private:
   // Reads the pod back: kBound when it is bound to target.node with `annotations` (and
-  // target's UID); kNotBound when it is pending, bound to another node or gone; else kUnknown.
+  // target's UID); kNotBound when it is bound to another node or gone, or pending while every
+  // attempt was answered; else kUnknown (pending while an unanswered POST may still commit).
   BindOutcome ReadBack(const BindTarget& target,
                        const std::map<std::string, std::string>& annotations,
-                       absl::Duration timeout);
+                       absl::Duration timeout, bool unanswered);
 
   KubeClient* const client_;
   const ApiBinderOptions options_;

@@ -57,9 +57,9 @@ struct ListedPods {
 
 // Whether a holding that the relist does not show (as bound or charged) is carried over:
 //  * kReserved: a bind in flight; its outcome confirms or releases it. One whose bind ended
-//    with an unknown outcome (unconfirmed_since) is kept only while the list may predate
-//    that outcome: a list requested after it that shows the pod pending, or not at all, is
-//    the API's word that no binding of it committed.
+//    with an unknown outcome (unconfirmed_since) is kept only while the list may predate a
+//    late commit: a list requested more than kInFlightBindGrace after it that shows the pod
+//    pending, or not at all, is the API's word that no binding of it committed.
 //  * kConfirmed while the list shows the same pod (UID) still pending: bound after the list
 //    was taken; the watch delivers the bound (or deleted) pod next.
 //  * kConfirmed, not listed at all, bound by us after `listed_at`: the list may be older than
@@ -71,7 +71,8 @@ struct ListedPods {
 bool CarriedOver(const PodRecord& pod, const ListedPods& listed, absl::Time listed_at) {
   switch (pod.source) {
     case HoldingSource::kReserved:
-      return pod.unconfirmed_since == absl::InfinitePast() || pod.unconfirmed_since >= listed_at;
+      return pod.unconfirmed_since == absl::InfinitePast() ||
+             listed_at <= pod.unconfirmed_since + Mirror::kInFlightBindGrace;
     case HoldingSource::kConfirmed:
       return listed.pending.contains(pod.id) ||
              (!listed.keys.contains(pod.key) && pod.bound_by_us_at > listed_at);

@@ -58,6 +58,10 @@ class Mirror {
   // binds confirmed after `listed_at` (or that the list shows still pending). Holdings the
   // list should show and does not (deleted pods) are dropped. See mirror.cc.
   void ReplaceAll(const ObjectBatch& batch, absl::Time listed_at);
+  // How long after a bind's unknown outcome a POST of it may still commit inside the API
+  // server (kube-apiserver's default --request-timeout): a list requested later that does not
+  // show the pod bound settles the reservation.
+  static constexpr absl::Duration kInFlightBindGrace = absl::Minutes(1);
 
  private:
   mutable absl::Mutex mu_;

@@ -795,25 +795,30 @@ TEST_F(ExtenderServiceTest, UnknownBindOutcomeKeepsTheUnitHeldUntilTheApiSettles
   EXPECT_TRUE(Audit().problems.empty());
 }
 
-// A relist listed after the unknown outcome that shows the pod still pending settles it: no
-// binding of it committed, the unit is free again.
+// A relist listed after the unknown outcome (and after any POST of it could still commit)
+// that shows the pod still pending settles it: no binding of it committed, the unit is free
+// again.
 TEST_F(ExtenderServiceTest, RelistAfterAnUnknownBindOutcomeFreesTheUnitOfAPendingPod) {
   AddNode(MakeNode("one", {{kMig, {1, 1}}}));
   ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
   binder_.SetResult(BindResult::Unknown(absl::UnavailableError("connection reset")));
   ASSERT_EQ(Json(service_->Bind(BindBody("p", "uid-p", "one")).body)["Error"].GetString(),
             std::string("binding outcome unknown: connection reset"));
-  const absl::Time before_outcome = absl::Now() - absl::Seconds(1);
+  const absl::Time outcome_at = absl::Now();
   ObjectBatch relist;
   relist.nodes.push_back(MakeNode("one", {{kMig, {1, 1}}}));
   PodObject pending = BoundPod(binder_.calls()[0]);
   pending.node_name.clear();
   pending.phase = "Pending";
   relist.pods.push_back(pending);
-  mirror_.ReplaceAll(relist, before_outcome);  // may predate a commit: kept
+  mirror_.ReplaceAll(relist, outcome_at - absl::Seconds(1));  // may predate a commit: kept
   PodRecord held;
   EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);
-  mirror_.ReplaceAll(relist, absl::Now());  // listed after it: the API's word
+  // Listed just after the outcome: a POST without answer may still commit, kept.
+  mirror_.ReplaceAll(relist, outcome_at + absl::Seconds(5));
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  // Listed when no POST of it can still be in flight: the API's word.
+  mirror_.ReplaceAll(relist, absl::Now() + Mirror::kInFlightBindGrace + absl::Seconds(1));
   EXPECT_EQ(FindPodCopy("ml-team/p", &held), nullptr);
   binder_.SetResult(absl::OkStatus());
   EXPECT_EQ(Place("q", "uid-q", {{kMig, "1"}}, "one"), "");
