@@ -51,7 +51,7 @@ struct BindDecision {
   std::vector<int32_t> unit_indices;
   int32_t amount_per_unit = 0;  // tickets or shares per unit (1 for exclusive); 0 = none
   std::string placement;        // time-sliced: "own_unit" | "new_unit"; else ""
-  std::string outcome;          // bound | unit_taken | quota | no_fit | api_error | ...
+  std::string outcome;          // bound | unit_taken | quota | no_fit | api_error | api_unknown | ...
   std::string reason;           // the Error sent to kube-scheduler ("" when bound)
   double latency_seconds = 0;   // the whole bind call
   double api_seconds = -1;      // the Binder call; negative: not called (written as null)

@@ -204,26 +204,24 @@ absl::StatusOr<ExtenderArgs> ParseArgs(std::string& body, rapidjson::Document& d
 
 absl::StatusOr<BindTarget> DecodeBindArgs(const rapidjson::Document& doc) {
   BindTarget t;
-  struct Field {
-    const char* key;
-    std::string* out;
-    bool required;
-  };
-  // PodUID may be empty (hand-written requests); kube-scheduler always sends it.
-  for (const Field& f : {Field{"PodName", &t.pod_name, true},
-                         Field{"PodNamespace", &t.pod_namespace, true},
-                         Field{"PodUID", &t.pod_uid, false}, Field{"Node", &t.node, true}}) {
-    auto it = doc.FindMember(f.key);
-    if (it == doc.MemberEnd() || it->value.IsNull()) {
-      if (f.required) return Invalid(f.key, "missing");
-      continue;
-    }
-    if (!it->value.IsString()) return WrongType(f.key, "a string", it->value);
+  // Every field is required. kube-scheduler always sends PodUID, and the Binding needs it:
+  // its UID precondition keeps a recreated pod of the same name from being bound by mistake,
+  // and the mirror identifies pods by UID.
+  for (const auto& [key, out] : {std::pair<const char*, std::string*>{"PodName", &t.pod_name},
+                                 {"PodNamespace", &t.pod_namespace},
+                                 {"PodUID", &t.pod_uid},
+                                 {"Node", &t.node}}) {
+    auto it = doc.FindMember(key);
+    if (it == doc.MemberEnd() || it->value.IsNull()) return Invalid(key, "missing");
+    if (!it->value.IsString()) return WrongType(key, "a string", it->value);
     if (it->value.GetStringLength() > kMaxNameBytes) {
-      return Invalid(f.key, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
+      return Invalid(key, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
     }
-    f.out->assign(it->value.GetString(), it->value.GetStringLength());
-    if (f.required && f.out->empty()) return Invalid(f.key, "empty");
+    out->assign(it->value.GetString(), it->value.GetStringLength());
+    if (out->empty()) return Invalid(key, "empty");
+  }
+  if (std::string problem = UidProblem(t.pod_uid); !problem.empty()) {
+    return Invalid("PodUID", problem);
   }
   return t;
 }
@@ -724,9 +722,6 @@ namespace {
 // burst (issue 14): a bind whose POST the API write limiter could not send before the bind's
 // deadline was never sent (kube_client.h IsNotSent): definitely not bound, not an API error,
 // and kube-scheduler's retry may well succeed. Every other Binder error is the API's answer.
-absl::string_view BindFailureOutcome(const absl::Status& s) {
-  return IsNotSent(s) ? "client_throttled" : "api_error";
-}
 std::string BindFailureMessage(const absl::Status& s) {
   return IsNotSent(s) ? absl::StrCat("bind timed out before it could be sent (pod not bound; "
                                      "retry): ", s.message())
@@ -820,19 +815,30 @@ VerbResult ExtenderService::Bind(std::string body) {
   auto call_binder = [&](const std::map<std::string, std::string>& annotations,
                          double* seconds) {
     const auto start = std::chrono::steady_clock::now();
-    absl::Status s = impl_->binder->Bind(*target, annotations);
+    BindResult r = impl_->binder->Bind(*target, annotations);
     *seconds = SecondsSince(start);
-    return s;
+    return r;
+  };
+  // Not bound: the API refused (api_error) or may have bound it (api_unknown, issue 12,
+  // finding 1); kube-scheduler retries the pod either way.
+  // A POST the write limiter never sent (issue 14) is not bound and no API error:
+  // client_throttled.
+  auto failed = [&](const BindResult& r, double seconds) {
+    if (r.outcome == BindOutcome::kNotBound && IsNotSent(r.status)) {
+      return answer(offering_label, "client_throttled", seconds, BindFailureMessage(r.status));
+    }
+    const bool unknown = r.outcome == BindOutcome::kUnknown;
+    return answer(offering_label, unknown ? "api_unknown" : "api_error", seconds,
+                  absl::StrCat(unknown ? "binding outcome unknown: " : "binding rejected: ",
+                               r.status.message()));
   };
 
   if (!request.interested()) {
     // Nothing of ours to reserve: bind as the default binder would (managedResources
     // normally keeps such pods away from us).
     double seconds = 0;
-    absl::Status s = call_binder({}, &seconds);
-    if (!s.ok()) {
-      return answer(offering_label, BindFailureOutcome(s), seconds, BindFailureMessage(s));
-    }
+    const BindResult r = call_binder({}, &seconds);
+    if (!r.bound()) return failed(r, seconds);
     impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
     return answer(offering_label, "bound", seconds, "");
   }
@@ -842,16 +848,25 @@ VerbResult ExtenderService::Bind(std::string body) {
   }
 
   const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
+  const std::string pod_id = PodIdOf(claim.uid, claim.key);
   // Filled in by the chooser, which runs under the mirror's writer lock.
   std::string fail_outcome = "unit_taken";
   bool own_unit = false;
-  // A pod that already holds units (a concurrent bind of the same pod, or a watch event that
-  // recorded the pod as bound) keeps them whatever this call's Binder says: only a holding
-  // this call created may be rolled back.
+  // A pod that already holds units (a concurrent bind of the same pod, an earlier bind whose
+  // outcome was unknown, or a watch event that recorded the pod as bound) keeps them whatever
+  // this call's Binder says: only a holding this call created may be rolled back.
   bool held_before = false;
   absl::StatusOr<Assignment> reserved = impl_->mirror->ReserveWith(
       claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
-        held_before = state.FindPod(claim.key) != nullptr;
+        const PodRecord* held = state.FindPodById(pod_id);
+        held_before = held != nullptr;
+        if (held != nullptr && held->source == HoldingSource::kReserved &&
+            held->assignment.node == target->node) {
+          // kube-scheduler retries a bind whose outcome we could not tell (or runs it twice):
+          // the same binding again, so that a committed earlier one reads back as ours.
+          fail_outcome = "unit_taken";
+          return held->assignment;
+        }
         const NodeState* node = state.FindNode(target->node);
         const NodeFit fit = CheckNode(state, request, node);
         if (!fit.fits()) {
@@ -897,15 +912,24 @@ VerbResult ExtenderService::Bind(std::string body) {
       });
   const char* placement = time_sliced ? (own_unit ? "own_unit" : "new_unit") : "";
   double seconds = 0;
-  absl::Status bound = call_binder(annotations, &seconds);
-  if (!bound.ok()) {
-    // I1 under API failure: the reservation is rolled back, nothing leaks.
-    if (!held_before) impl_->mirror->Release(claim.key);
-    return answer(offering_label, BindFailureOutcome(bound), seconds, BindFailureMessage(bound));
+  const BindResult bound = call_binder(annotations, &seconds);
+  switch (bound.outcome) {
+    case BindOutcome::kBound:
+      break;
+    case BindOutcome::kNotBound:
+      // Definitely not bound: the holding this call created is rolled back (only while it is
+      // still that reservation; a watch event may have recorded the pod meanwhile).
+      if (!held_before) impl_->mirror->ReleaseReservation(pod_id, *reserved);
+      return failed(bound, seconds);
+    case BindOutcome::kUnknown:
+      // It may be bound (I1 under API failure): freeing the units could hand them out twice.
+      // The holding stays, unconfirmed, until the watch or a relist shows the pod's truth.
+      impl_->mirror->MarkUnconfirmed(pod_id);
+      return failed(bound, seconds);
   }
   // Confirm can only fail if a watch event already replaced our reservation with the bound
   // pod's recorded assignment, which is the confirmed state anyway.
-  (void)impl_->mirror->Confirm(claim.key);
+  (void)impl_->mirror->Confirm(pod_id);
   impl_->pending.Forget(target->pod_uid, target->pod_namespace, target->pod_name);
   if (metrics != nullptr && time_sliced) metrics->ObserveAffinity(offering_label, placement);
   decision.unit_indices = reserved->units;
@@ -971,7 +995,7 @@ VerbResult ExtenderService::Preempt(std::string body) {
       if (!request.unresolvable.empty()) continue;
       Evictions evicted;
       for (const std::string& uid : set.uids) {
-        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->key);
+        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->id);
       }
       if (CheckNode(state, request, state.FindNode(set.node), evicted).fits()) {
         kept.push_back(&set);
@@ -1065,7 +1089,10 @@ std::string ExtenderService::DebugStateJson() const {
             String(w, no->unusable_reason);
           }
           std::vector<std::string> holders;
-          for (const Holding& h : unit.holders) holders.push_back(h.pod_key);
+          for (const Holding& h : unit.holders) {
+            const PodRecord* rec = state.FindPodById(h.pod_id);
+            holders.push_back(rec != nullptr ? rec->key : "?");
+          }
           std::sort(holders.begin(), holders.end());
           w.Key("holders");
           w.StartArray();

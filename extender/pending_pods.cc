@@ -4,13 +4,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "state/cluster_state.h"
 
 namespace gse {
 
 PendingPods::PendingPods(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
 
 std::string PendingPods::IdOf(const PodObject& pod) {
-  return pod.uid.empty() ? absl::StrCat("\x01", pod.Key()) : pod.uid;
+  return PodIdOf(pod.uid, pod.Key());  // the mirror's identity of a pod
 }
 
 void PendingPods::Remember(PodObject pod) {

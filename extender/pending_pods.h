@@ -48,8 +48,7 @@ class PendingPods {
  private:
   using Entries = std::list<PodObject>;  // front = most recently used
 
-  // Map key of an entry: its UID, or "\x01ns/name" for a pod that has none (hand-written
-  // requests); a UID never starts with a control character.
+  // Map key of an entry: the mirror's identity of the pod (PodIdOf, cluster_state.h).
   static std::string IdOf(const PodObject& pod);
   // entries_.end() when absent.
   Entries::iterator FindLocked(absl::string_view uid, absl::string_view ns,

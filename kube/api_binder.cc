@@ -78,18 +78,20 @@ std::string ApiBinder::BindingBody(const BindTarget& target,
   return buf.GetString();
 }
 
-bool ApiBinder::BoundAsRequested(const BindTarget& target,
-                                 const std::map<std::string, std::string>& annotations,
-                                 absl::Duration timeout) {
+BindOutcome ApiBinder::ReadBack(const BindTarget& target,
+                               const std::map<std::string, std::string>& annotations,
+                               absl::Duration timeout, bool unanswered) {
   absl::StatusOr<std::string> body = client_->GetWithTimeout(
       absl::StrCat("/api/v1/namespaces/", target.pod_namespace, "/pods/", target.pod_name),
       timeout);
   if (!body.ok()) {
     get_errors_.fetch_add(1);
-    return false;
+    // 404: no pod of that name exists, so ours is bound nowhere. Anything else tells nothing.
+    return KubeErrorOf(body.status()).http_code == 404 ? BindOutcome::kNotBound
+                                                      : BindOutcome::kUnknown;
   }
   rapidjson::Document doc;
-  if (!ParseJsonLimited(*body, doc).ok() || !doc.IsObject()) return false;
+  if (!ParseJsonLimited(*body, doc).ok() || !doc.IsObject()) return BindOutcome::kUnknown;
   auto member = [](const rapidjson::Value& v, const char* key) -> const rapidjson::Value* {
     if (!v.IsObject()) return nullptr;
     auto it = v.FindMember(key);
@@ -97,23 +99,33 @@ bool ApiBinder::BoundAsRequested(const BindTarget& target,
   };
   const rapidjson::Value* meta = member(doc, "metadata");
   const rapidjson::Value* spec = member(doc, "spec");
-  if (meta == nullptr || spec == nullptr) return false;
+  if (meta == nullptr || spec == nullptr) return BindOutcome::kUnknown;
   const rapidjson::Value* uid = member(*meta, "uid");
-  if (!target.pod_uid.empty() && (uid == nullptr || !uid->IsString() || target.pod_uid != uid->GetString())) {
-    return false;
-  }
+  if (uid == nullptr || !uid->IsString()) return BindOutcome::kUnknown;
+  // Another pod of the same name: ours was deleted, so it is bound nowhere.
+  if (!target.pod_uid.empty() && target.pod_uid != uid->GetString()) return BindOutcome::kNotBound;
   const rapidjson::Value* node = member(*spec, "nodeName");
-  if (node == nullptr || !node->IsString() || target.node != node->GetString()) return false;
+  const bool unbound = node == nullptr || (node->IsString() && node->GetStringLength() == 0);
+  // Bound to another node: a binding cannot move a bound pod, so no POST of ours committed or
+  // ever will. Still pending: none committed so far; but a POST that got no answer may still
+  // be inside the API server and commit later, so only answered attempts make that final.
+  if (node != nullptr && node->IsString() && !unbound && target.node != node->GetString()) {
+    return BindOutcome::kNotBound;
+  }
+  if (unbound) return unanswered ? BindOutcome::kUnknown : BindOutcome::kNotBound;
+  if (!node->IsString()) return BindOutcome::kUnknown;
   const rapidjson::Value* ann = member(*meta, "annotations");
   for (const auto& [k, v] : annotations) {
     const rapidjson::Value* got = ann == nullptr ? nullptr : member(*ann, k.c_str());
-    if (got == nullptr || !got->IsString() || v != got->GetString()) return false;
+    // On this node with other units (another binding of the same pod): which units it uses is
+    // the watch's to tell; this call's holding is neither confirmed nor freed.
+    if (got == nullptr || !got->IsString() || v != got->GetString()) return BindOutcome::kUnknown;
   }
-  return true;
+  return BindOutcome::kBound;
 }
 
-absl::Status ApiBinder::Bind(const BindTarget& target,
-                             const std::map<std::string, std::string>& annotations) {
+BindResult ApiBinder::Bind(const BindTarget& target,
+                           const std::map<std::string, std::string>& annotations) {
   const std::string path = BindingPath(target);
   const std::string body = BindingBody(target, annotations);
   const absl::Time deadline = absl::Now() + options_.deadline;
@@ -121,11 +133,44 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
   const WriteDeadline within{deadline - std::min(options_.send_margin, options_.deadline / 4),
                              deadline};
   bool ambiguous = false;  // an attempt may have committed without us hearing the answer
+  bool unanswered = false;  // an attempt got no answer at all: it may still be in flight
   absl::Status last = absl::DeadlineExceededError("no attempt made");
-  // The last answer the API server itself gave (an HTTP status), kept for the error: a final
-  // attempt cut short by the deadline ("Read" timeout) says less than the 500 before it.
-  absl::Status last_answer;
+  absl::Status last_answer;  // the last answer the API server itself gave (an HTTP status)
   int attempt = 0;
+  // The last error, saying how many attempts it took; the API's reason and message stay
+  // readable through KubeErrorOf.
+  // When a later attempt only failed in transport, the server's last answer is reported (and
+  // the transport failure named): a final attempt cut short by the deadline says less.
+  auto described = [&](absl::string_view suffix) {
+    absl::Status shown = last;
+    std::string tail;
+    if (!last_answer.ok() && KubeErrorOf(last).http_code == 0) {
+      tail = absl::StrCat("; the last attempt: ", last.message());
+      shown = last_answer;
+    }
+    absl::Status out(shown.code(), absl::StrCat(shown.message(), " (", attempt, " attempt",
+                                                attempt == 1 ? "" : "s", " within ",
+                                                absl::FormatDuration(options_.deadline), tail,
+                                                ")", suffix));
+    shown.ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+    return out;
+  };
+  // The pod itself says whether an attempt committed. Without an ambiguous attempt none of
+  // ours can have (every answer was a refusal), so "cannot tell" is then "not bound" too.
+  auto settle_by_reading = [&](absl::Duration timeout) {
+    switch (ReadBack(target, annotations, timeout, unanswered)) {
+      case BindOutcome::kBound:
+        confirmed_by_read_.fetch_add(1);
+        return BindResult::Bound();
+      case BindOutcome::kNotBound:
+        return BindResult::NotBound(described(""));
+      case BindOutcome::kUnknown:
+        break;
+    }
+    if (!ambiguous) return BindResult::NotBound(described(""));
+    return BindResult::Unknown(described("; whether the pod is bound is unknown"));
+  };
   while (true) {
     absl::Duration remaining = deadline - absl::Now();
     if (remaining <= absl::Milliseconds(10)) break;
@@ -137,29 +182,31 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
       // not bound (no POST was sent): answered at once, kube-scheduler retries the pod. Not an
       // API error. (For the tri-state Binder result this is "not bound".)
       not_sent_.fetch_add(1);
-      if (attempt == 0) return r.status();
+      if (attempt == 0) return BindResult::NotBound(r.status());
       break;  // earlier attempts decide below: ambiguous ones are read back, others failed
     }
     ++attempt;
     attempts_.fetch_add(1);
-    if (r.ok()) return absl::OkStatus();
+    if (r.ok()) return BindResult::Bound();
     bind_errors_.fetch_add(1);
     last = r.status();
     KubeError e = KubeErrorOf(last);
     if (e.http_code != 0) last_answer = last;
-    if (e.http_code == 409 && (ambiguous || attempt > 1 || e.message.find("already assigned") != std::string::npos)) {
+    const bool already_assigned =
+        e.http_code == 409 && (ambiguous || attempt > 1 ||
+                               e.message.find("already assigned") != std::string::npos);
+    if (already_assigned || (Definitive(e.http_code) && ambiguous)) {
       // "already assigned": possibly by our own earlier attempt (or an earlier bind of
-      // kube-scheduler's retry): the pod itself says whether it holds what we asked.
+      // kube-scheduler's retry). Any other refusal after an ambiguous attempt says nothing
+      // about that attempt either.
       remaining = deadline - absl::Now();
-      if (BoundAsRequested(target, annotations,
-                           std::max(absl::Milliseconds(100), std::min(options_.attempt_timeout, remaining)))) {
-        confirmed_by_read_.fetch_add(1);
-        return absl::OkStatus();
-      }
+      return settle_by_reading(
+          std::max(absl::Milliseconds(100), std::min(options_.attempt_timeout, remaining)));
     }
-    if (Definitive(e.http_code)) return last;
-    // Transport errors, 5xx and 429: the request may or may not have been applied (429: not).
+    if (Definitive(e.http_code)) return BindResult::NotBound(described(""));
+    // Transport errors and 5xx: the request may or may not have been applied; 429: it was not.
     ambiguous = ambiguous || e.http_code == 0 || e.http_code >= 500;
+    unanswered = unanswered || e.http_code == 0;
     absl::Duration pause = options_.retry_backoff * attempt;
     if (e.retry_after > pause) {
       // The server's Retry-After (429 from kube-apiserver's flow control): wait as asked, or,
@@ -171,23 +218,8 @@ absl::Status ApiBinder::Bind(const BindTarget& target,
     pause = std::min(pause, deadline - absl::Now());
     if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
   }
-  if (ambiguous && BoundAsRequested(target, annotations, absl::Milliseconds(500))) {
-    confirmed_by_read_.fetch_add(1);
-    return absl::OkStatus();
-  }
-  // Report the server's last answer when a later attempt only failed in transport, and say so.
-  std::string tail;
-  if (!last_answer.ok() && KubeErrorOf(last).http_code == 0) {
-    tail = absl::StrCat("; the last attempt: ", last.message());
-    last = last_answer;
-  }
-  absl::Status out(last.code(), absl::StrCat(last.message(), " (", attempt, " attempt",
-                                             attempt == 1 ? "" : "s", " within ",
-                                             absl::FormatDuration(options_.deadline), tail, ")"));
-  // Keep the API's reason and message readable through KubeErrorOf.
-  last.ForEachPayload(
-      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  if (!ambiguous) return BindResult::NotBound(described(""));  // nothing of ours was applied
+  return settle_by_reading(absl::Milliseconds(500));
 }
 
 }  // namespace gse

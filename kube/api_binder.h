@@ -4,22 +4,27 @@
 // as a precondition (a recreated pod with the same name is never bound by mistake).
 //
 // Contract:
-//  * OK means the pod is bound to the node with our annotations in the API server.
-//  * An error (absl::Status carrying the API's reason and message, see KubeErrorOf) means the
-//    pod is not bound by this call as far as we could find out; the service then releases
-//    the reservation.
+//  * The result is tri-state (binder.h). kBound: the pod is bound to the node with our
+//    annotations in the API server. kNotBound: no POST of this call committed: every answer
+//    was a refusal (4xx, 429, or nothing sent), or reading the pod back shows it bound
+//    elsewhere or gone (404, another UID), or still pending after attempts that were all
+//    answered (5xx). kUnknown: an attempt was ambiguous (transport error, timeout, 5xx: it may
+//    have committed) and the read-back could not tell: it failed, shows the pod on this node
+//    with other annotations, or shows it pending while a POST that got no answer (timeout,
+//    transport error) may still be inside the API server and commit later. The status
+//    carries the API's reason and message (KubeErrorOf).
 //  * Within `deadline` (below kube-scheduler's 5 s extender timeout), transport errors, 5xx
 //    and 429 are retried (after the answer's Retry-After when it asks for longer than our
 //    backoff).
 //  * Each POST passes the client's write limiter (kube/write_limiter.h), which may hold it
 //    until `deadline - min(send_margin, deadline / 4)` (the time a POST needs to be answered;
-//    a POST is not sent later than that, nor a retry). A bind whose first
-//    POST gets no turn by then sends nothing and returns IsNotSent() (kube_client.h) at once:
-//    the pod is definitely not bound, kube-scheduler retries it; no API error is counted. Because a lost answer may hide a committed bind, a retry that meets
-//    409 "already assigned", or a deadline after an ambiguous failure, reads the pod back: if
-//    it is bound to this node with exactly our annotations, the bind succeeded. (If a commit
-//    still lands after we gave up, the watch brings the bound pod and the mirror records it,
-//    since the API server is the truth.)
+//    a POST is not sent later than that, nor a retry). A bind whose first POST gets no turn by
+//    then sends nothing and returns kNotBound with IsNotSent() (kube_client.h) at once: the
+//    pod is definitely not bound, kube-scheduler retries it; no API error is counted.
+//  * Because a lost answer may hide a committed bind, a retry that meets 409 "already
+//    assigned", any refusal after an ambiguous attempt, or a deadline after an ambiguous
+//    attempt, reads the pod back to decide. (If a commit still lands after we gave up, the
+//    watch brings the bound pod and the mirror records it, since the API server is the truth.)
 //  * Thread-safe.
 #ifndef GSE_KUBE_API_BINDER_H_
 #define GSE_KUBE_API_BINDER_H_
@@ -49,8 +54,8 @@ class ApiBinder : public Binder {
  public:
   explicit ApiBinder(KubeClient* client, ApiBinderOptions options = {});
 
-  absl::Status Bind(const BindTarget& target,
-                    const std::map<std::string, std::string>& annotations) override;
+  BindResult Bind(const BindTarget& target,
+                  const std::map<std::string, std::string>& annotations) override;
 
   // The v1.Binding body for `target` (exposed for tests).
   static std::string BindingBody(const BindTarget& target,
@@ -70,10 +75,12 @@ class ApiBinder : public Binder {
   int64_t get_errors() const { return get_errors_.load(); }
 
  private:
-  // True when the pod is bound to target.node with `annotations` (and target's UID).
-  bool BoundAsRequested(const BindTarget& target,
-                        const std::map<std::string, std::string>& annotations,
-                        absl::Duration timeout);
+  // Reads the pod back: kBound when it is bound to target.node with `annotations` (and
+  // target's UID); kNotBound when it is bound to another node or gone, or pending while every
+  // attempt was answered; else kUnknown (pending while an unanswered POST may still commit).
+  BindOutcome ReadBack(const BindTarget& target,
+                       const std::map<std::string, std::string>& annotations,
+                       absl::Duration timeout, bool unanswered);
 
   KubeClient* const client_;
   const ApiBinderOptions options_;

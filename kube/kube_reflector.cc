@@ -69,9 +69,9 @@ std::string StringMember(const rapidjson::Value& obj, const char* key) {
   return it != obj.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
 }
 
-// metadata.{name,namespace,resourceVersion} without full decoding (deletes, bookmarks).
+// metadata.{name,namespace,uid,resourceVersion} without full decoding (deletes, bookmarks).
 struct Meta {
-  std::string name, namespace_name, resource_version;
+  std::string name, namespace_name, uid, resource_version;
 };
 Meta MetaOf(const rapidjson::Value& object) {
   Meta m;
@@ -80,13 +80,16 @@ Meta MetaOf(const rapidjson::Value& object) {
   if (md == object.MemberEnd() || !md->value.IsObject()) return m;
   m.name = StringMember(md->value, "name");
   m.namespace_name = StringMember(md->value, "namespace");
+  m.uid = StringMember(md->value, "uid");
   m.resource_version = StringMember(md->value, "resourceVersion");
   return m;
 }
 
 // What a relist compares, per object, as a printable description.
 struct Snapshot {
-  std::map<std::string, std::string> pods;      // key -> holding
+  // "<namespace/name>\x01<uid>" -> holding: per UID, as the mirror keeps pods (names and
+  // UIDs contain no control character).
+  std::map<std::string, std::string> pods;
   std::map<std::string, std::string> nodes;     // name -> fingerprint
   std::map<std::string, std::string> projects;  // name -> quotas
 };
@@ -105,14 +108,14 @@ absl::string_view SourceName(HoldingSource s) {
 
 Snapshot TakeSnapshot(const ClusterState& state) {
   Snapshot s;
-  for (const auto& [key, pod] : state.pods()) {
+  for (const auto& [id, pod] : state.pods()) {
     // Reservations of binds in flight are kept by ReplaceAll and are not API facts.
     if (pod.source == HoldingSource::kReserved) continue;
     const Assignment& a = pod.assignment;
     std::string resource = a.offering == kNoOffering || a.offering >= static_cast<OfferingId>(state.catalog().size())
                                ? "-"
                                : state.catalog().Get(a.offering).resource;
-    s.pods[key] = absl::StrCat(a.node, "/", resource, "/", absl::StrJoin(a.units, ","), " x",
+    s.pods[absl::StrCat(pod.key, "\x01", pod.uid)] = absl::StrCat(a.node, "/", resource, "/", absl::StrJoin(a.units, ","), " x",
                                a.amount_per_unit, " ", SourceName(pod.source));
   }
   for (const auto& [name, node] : state.nodes()) {
@@ -137,8 +140,7 @@ Snapshot TakeSnapshot(const ClusterState& state) {
 // "assumed" pods for the same reason.
 bool IsStaleUnboundPod(const ClusterState& state, const PodObject& pod) {
   if (!pod.node_name.empty() || pod.Terminal() || pod.terminating) return false;
-  const PodRecord* held = state.FindPod(pod.Key());
-  return held != nullptr && !held->uid.empty() && held->uid == pod.uid;
+  return !pod.uid.empty() && state.FindPodByUid(pod.uid) != nullptr;
 }
 
 }  // namespace
@@ -146,6 +148,8 @@ bool IsStaleUnboundPod(const ClusterState& state, const PodObject& pod) {
 struct KubeReflector::Listed {
   ObjectBatch batch;
   std::string resource_versions[kKindCount];
+  // When the first list request was sent: everything committed before shows in the lists.
+  absl::Time listed_at = absl::InfinitePast();
 };
 
 KubeReflector::KubeReflector(KubeClient* client, Mirror* mirror, ReflectorOptions options)
@@ -231,6 +235,7 @@ void KubeReflector::SleepUnlessStopped(absl::Duration d, const WatchStopper* sto
 }
 
 absl::Status KubeReflector::ListAll(Listed* out) {
+  out->listed_at = absl::Now();
   for (int k = 0; k < kKindCount; ++k) {
     int index = 0;
     auto on_page = [&](const rapidjson::Value& page) -> absl::Status {
@@ -293,7 +298,7 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
     for (size_t i = 0; i < listed.batch.pods.size(); ++i) {
       const PodObject& pod = listed.batch.pods[i];
       if (!IsStaleUnboundPod(s, pod)) continue;
-      const PodRecord* held = s.FindPod(pod.Key());
+      const PodRecord* held = s.FindPodByUid(pod.uid);
       if (held->source == HoldingSource::kReserved) continue;
       if (batch == &listed.batch) {
         patched = listed.batch;
@@ -309,7 +314,7 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
     }
   });
   if (kept > 0) Count(&ReflectorCounters::stale_pod_events, kept);
-  mirror_->ReplaceAll(*batch);
+  mirror_->ReplaceAll(*batch, listed.listed_at);
   Snapshot after = mirror_->Read([](const ClusterState& s) { return TakeSnapshot(s); });
   if (cause == "initial") return;  // nothing to repair on the first fill
   int64_t repairs = 0;
@@ -332,8 +337,11 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
         if (was == now) continue;
       }
       ++repairs;
+      const size_t cut = key.find('\x01');  // pods: the UID after the key
+      const std::string uid = cut == std::string::npos ? "" : key.substr(cut + 1);
+      if (cut != std::string::npos) key.resize(cut);
       Log(JsonLine({{"event", "drift_repair"}, {"cause", std::string(cause)}, {"kind", kind},
-                    {"key", key}, {"mirror", was}, {"api", now}}));
+                    {"key", key}, {"uid", uid}, {"mirror", was}, {"api", now}}));
     }
     return repairs - before_diff;
   };
@@ -507,8 +515,9 @@ bool KubeReflector::HandleLine(Kind kind, absl::string_view line, std::string* r
       break;
     case kPods:
       if (deleted) {
+        // By UID: the deletion of an old pod never removes a recreated one of the same name.
         std::string key = absl::StrCat(meta.namespace_name, "/", meta.name);
-        mirror_->Write([&](ClusterState& s) { s.RemovePod(key); });
+        mirror_->Write([&](ClusterState& s) { s.RemovePod(meta.uid, key); });
       } else if (auto o = DecodePod(object, path); o.ok()) {
         bool stale = false;
         mirror_->Write([&](ClusterState& s) {

@@ -37,6 +37,12 @@ double Micros(Clock::time_point start) {
 
 void Str(Writer& w, absl::string_view s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); }
 
+// A replay names each live pod uniquely, so its deletions go by name: the pod recorded under
+// `key` (whatever its UID) leaves the mirror.
+void ReleasePodNamed(ClusterState& state, const std::string& key) {
+  if (const PodRecord* rec = state.FindPod(key)) state.Release(std::string(rec->id));
+}
+
 std::vector<std::string> SortedNames(const std::vector<std::string>& names) {
   std::vector<std::string> out = names;
   std::sort(out.begin(), out.end());
@@ -226,7 +232,7 @@ absl::Status InProcessPlacer::RemoveNode(const std::string& name) {
 
 absl::Status InProcessPlacer::DeletePod(const std::string& ns, const std::string& name) {
   mirror_.Write([&](ClusterState& s) {
-    s.RemovePod(absl::StrCat(ns, "/", name));
+    ReleasePodNamed(s, absl::StrCat(ns, "/", name));
     return true;
   });
   return absl::OkStatus();
@@ -304,7 +310,7 @@ absl::StatusOr<Assignment> InProcessPlacer::Bind(const PodPlan& plan, const std:
         return policy_->ChooseUnits(state, request, *node);
       });
   if (!a.ok()) return a.status();
-  (void)mirror_.Confirm(claim.key);
+  (void)mirror_.Confirm(PodIdOf(claim.uid, claim.key));
   return a;
 }
 
@@ -996,7 +1002,7 @@ void Driver::ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* nam
     auto held = ledger_.units().find(Ledger::UnitKey{a.node, twin, i});
     if (held == ledger_.units().end()) continue;
     ledger_.Delete(key);
-    shadow_.RemovePod(key);
+    ReleasePodNamed(shadow_, key);
     names->push_back(name);
   }
 }
@@ -1183,7 +1189,7 @@ absl::Status Driver::Delete(const std::string& ns, const std::string& name) {
       bound_.erase(it);
     }
     ledger_.Delete(key);
-    shadow_.RemovePod(key);
+    ReleasePodNamed(shadow_, key);
     if (held.has_value()) ReleaseTwinHolds(*held, &released);
     auto g = gpu_of_.find(key);
     if (g != gpu_of_.end()) {

@@ -89,15 +89,15 @@ struct UnitView {
   bool mixed = false;            // remaining holders of several or unknown projects
 };
 
-ProjectId ProjectOfPod(const ClusterState& state, const std::string& pod_key) {
-  const PodRecord* rec = state.FindPod(pod_key);
+ProjectId ProjectOfPod(const ClusterState& state, const std::string& pod_id) {
+  const PodRecord* rec = state.FindPodById(pod_id);
   return rec == nullptr ? kNoProject : rec->project;
 }
 
 bool TouchedByEvictions(const Unit& unit, const Evictions& evicted) {
   if (evicted.empty()) return false;
   for (const Holding& h : unit.holders) {
-    if (evicted.contains(h.pod_key)) return true;
+    if (evicted.contains(h.pod_id)) return true;
   }
   return false;
 }
@@ -115,10 +115,10 @@ UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& 
   }
   int64_t used = 0;
   for (const Holding& h : unit.holders) {
-    if (evicted.contains(h.pod_key)) continue;
+    if (evicted.contains(h.pod_id)) continue;
     used += h.amount;
     v.empty = false;
-    const ProjectId p = ProjectOfPod(state, h.pod_key);
+    const ProjectId p = ProjectOfPod(state, h.pod_id);
     if (p == kNoProject) {
       v.mixed = true;  // a holder we cannot attribute: nobody may share the unit with it
     } else if (v.owner == kNoProject && !v.mixed) {
@@ -158,8 +158,8 @@ int64_t ChargeOnUnit(const ClusterState& state, const Unit& unit, const Offering
   int64_t holdings = 0;
   int64_t shares = 0;
   for (const Holding& h : unit.holders) {
-    if (skip_evicted && evicted.contains(h.pod_key)) continue;
-    if (ProjectOfPod(state, h.pod_key) != project) continue;
+    if (skip_evicted && evicted.contains(h.pod_id)) continue;
+    if (ProjectOfPod(state, h.pod_id) != project) continue;
     ++holdings;
     shares += h.amount;
   }
@@ -178,8 +178,8 @@ int64_t EffectiveUsage(const ClusterState& state, ProjectId project, const Offer
   int64_t usage = state.Usage(project, offering.id);
   if (evicted.empty()) return usage;
   absl::flat_hash_set<const Unit*> seen;  // two victims may share a unit
-  for (const std::string& key : evicted) {
-    const PodRecord* rec = state.FindPod(key);
+  for (const std::string& id : evicted) {
+    const PodRecord* rec = state.FindPodById(id);
     if (rec == nullptr || rec->assignment.offering != offering.id) continue;
     const NodeState* node = state.FindNode(rec->assignment.node);
     if (node == nullptr) continue;

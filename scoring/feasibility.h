@@ -57,7 +57,8 @@ absl::string_view FitReasonLabel(FitReason reason);
 // policies use when they choose units.
 bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project);
 
-// Pod-keys whose holdings are to be ignored (preemption victims); empty for plain filter.
+// Pods (PodRecord::id, their UIDs) whose holdings are to be ignored (preemption victims);
+// empty for plain filter.
 using Evictions = absl::flat_hash_set<std::string>;
 
 // DESIGN.md placement rules for one node. `node` may be null (unknown node).

@@ -23,7 +23,6 @@ constexpr char kTwoOfferings[] = "pod requests more than one GPU offering";
 constexpr char kTwoTickets[] = "more than one time-sliced ticket requested";
 constexpr char kTooManyShares[] = "more shares than one unit has";
 constexpr char kFractional[] = "GPU resource amount must be a whole number";
-constexpr char kZero[] = "GPU resource amount must be at least 1";
 constexpr char kTooManyUnits[] = "more GPU units than one pod may hold";
 
 // Hostile specs may carry huge quantities; saturate instead of overflowing.
@@ -80,6 +79,16 @@ PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::
   for (const auto& c : pod.containers) AddContainer(catalog, c, /*init=*/false, demand);
   for (const auto& c : pod.init_containers) AddContainer(catalog, c, /*init=*/true, demand);
 
+  // A resource named with quantity 0 asks for nothing: kube-scheduler sends such pods because
+  // the name matches managedResources, and the mirror does not count them either.
+  for (auto it = demand.begin(); it != demand.end();) {
+    const Demand& d = it->second;
+    if (!d.fractional && std::max(d.sum_milli, d.max_init_milli) <= 0) {
+      it = demand.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (demand.empty()) return request;  // I6: not ours, passes every node untouched
   if (demand.size() > 1) {
     // One pod, one offering: a unit choice covers exactly one resource name.
@@ -96,10 +105,6 @@ PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::
     return request;
   }
   request.amount = milli / kMilli;
-  if (request.amount < 1) {
-    request.unresolvable = kZero;
-    return request;
-  }
   switch (offering.sharing) {
     case Sharing::kTimeSliced:
       // I5: a ticket is shared access, not capacity; two tickets would promise nothing more.

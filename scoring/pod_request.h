@@ -19,7 +19,7 @@ struct PodRequest {
   int64_t amount = 0;
   std::string project;
   // Non-empty when the pod can fit on no node whatever the state (two GPU offerings, more
-  // than one time-sliced ticket (I5), more shares than a unit has, zero or fractional amount):
+  // than one time-sliced ticket (I5), more shares than a unit has, a fractional amount):
   // a fixed reason, reported as unresolvable on every node.
   std::string unresolvable;
 
@@ -28,7 +28,8 @@ struct PodRequest {
 
 // Effective amount per resource as kube-scheduler computes it: max(sum over containers,
 // max over init containers), taking requests, or limits where no request is given. Aliases
-// resolve to their offering; a pod naming two different offerings is unresolvable.
+// resolve to their offering; a pod naming two different offerings is unresolvable. An
+// offering asked for with quantity 0 is not asked for (I6).
 PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::string project);
 
 }  // namespace gse

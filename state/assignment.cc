@@ -96,6 +96,24 @@ std::map<std::string, std::string> AssignmentAnnotations(const Assignment& a, co
   return out;
 }
 
+absl::StatusOr<std::string> ParseProjectAnnotation(
+    const std::map<std::string, std::string>& annotations) {
+  auto it = annotations.find(std::string(kAnnotationProject));
+  if (it == annotations.end()) {
+    return absl::NotFoundError(absl::StrCat("no ", kAnnotationProject, " annotation"));
+  }
+  const std::string& value = it->second;
+  if (value.empty()) return Invalid(kAnnotationProject, value, "empty");
+  if (value.size() > kMaxNameBytes) {
+    return Invalid(kAnnotationProject, value, absl::StrCat("longer than ", kMaxNameBytes, " bytes"));
+  }
+  for (char c : value) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return Invalid(kAnnotationProject, value, "contains a control character");
+  }
+  return value;
+}
+
 absl::StatusOr<Assignment> ParseAssignmentAnnotations(
     const std::map<std::string, std::string>& annotations, absl::string_view pod_node,
     const Catalog& catalog) {

@@ -12,7 +12,11 @@
 //   gpu.themelio.io/project     project the unit is charged to
 // Unit index i of resource R on a node is the i-th device of R as the device plugin lists it
 // (MIG slices and GPUs are enumerated in the same stable order the node agent sees).
-// Only `unit` and `amount` are read back; the others are for people and node agents.
+// `unit`, `amount` and `project` are read back; the others are for people and node agents.
+// The project read back is authoritative for the bound pod: it stays charged to the project
+// it was bound for across relists and restarts, whatever its namespace's label says later.
+// (Like every annotation, these are only as trustworthy as the pod-update rights in the
+// namespace: whoever may patch them may move the pod's charge; see README, In a cluster.)
 #ifndef GSE_STATE_ASSIGNMENT_H_
 #define GSE_STATE_ASSIGNMENT_H_
 
@@ -63,6 +67,12 @@ std::map<std::string, std::string> AssignmentAnnotations(const Assignment& a, co
 absl::StatusOr<Assignment> ParseAssignmentAnnotations(
     const std::map<std::string, std::string>& annotations, absl::string_view pod_node,
     const Catalog& catalog);
+
+// The project a bound pod was charged to (gpu.themelio.io/project). NotFound when the pod
+// carries no such annotation, InvalidArgument (naming the annotation and the reason) when it
+// is empty, longer than 253 bytes or holds a control character.
+absl::StatusOr<std::string> ParseProjectAnnotation(
+    const std::map<std::string, std::string>& annotations);
 
 }  // namespace gse
 

@@ -10,9 +10,13 @@
 //    reported by Audit() and offers no free capacity, so it is never handed out again.
 //  * Reserve() is the only way we hand out capacity. It re-checks capacity, owner and quota
 //    and either commits the whole assignment or changes nothing.
-//  * Units are identified by (node, offering, index). A node whose advertised count shrinks
-//    below what is held keeps the held units, marked draining (no new holders), never drops
-//    them silently.
+//  * Pods are identified by UID (PodIdOf) everywhere: in records, holdings, Reserve, Confirm,
+//    Release and RemovePod. A pod recreated with the same namespace/name and a new UID is
+//    another pod (it holds its own units; a deletion of the old UID leaves it alone).
+//  * Units are identified by (node, offering, index). A node offers allocatable / replicas
+//    units (allocatable is the truth: the device plugin removes unhealthy devices there; the
+//    `.count` labels only describe). A node whose count shrinks below what is held keeps the
+//    held units, marked draining (no new holders), never drops them silently.
 #ifndef GSE_STATE_CLUSTER_STATE_H_
 #define GSE_STATE_CLUSTER_STATE_H_
 
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -34,6 +39,10 @@
 #include "state/k8s_objects.h"
 
 namespace gse {
+
+namespace cluster_state_internal {
+class Auditor;
+}  // namespace cluster_state_internal
 
 using ProjectId = int32_t;
 inline constexpr ProjectId kNoProject = -1;
@@ -48,9 +57,14 @@ struct MirrorOptions {
   std::map<std::string, std::map<std::string, int64_t>> static_quotas;
 };
 
+// The mirror's identity of a pod (PodRecord::id, Holding::pod_id, Evictions): its UID; for a
+// pod that has none (hand-written requests and snapshots) "\x01<namespace>/<name>". UIDs
+// never contain a control character (the decoders refuse one), so the two never collide.
+std::string PodIdOf(absl::string_view uid, absl::string_view key);
+
 struct Holding {
-  std::string pod_key;  // namespace/name
-  int32_t amount = 1;   // tickets or shares (1 for exclusive)
+  std::string pod_id;  // PodRecord::id of the holder
+  int32_t amount = 1;  // tickets or shares (1 for exclusive)
 };
 
 struct Unit {
@@ -155,7 +169,7 @@ struct RoomRow {
 // One offering as one node provides it. Hot fields (read for every candidate node) first.
 struct NodeOffering {
   OfferingId offering = kNoOffering;
-  int32_t advertised_units = 0;  // physical units the node advertises now
+  int32_t advertised_units = 0;  // units allocatable now: allocatable / replicas
   OfferingSummary summary;       // derived from units (see OfferingSummary)
   int32_t replicas = 1;          // tickets or shares per unit on this node
   std::string advertised_name;   // resource key in the node's allocatable (name or alias)
@@ -189,16 +203,22 @@ enum class HoldingSource {
 };
 
 struct PodRecord {
-  std::string key;  // namespace/name
+  std::string id;   // PodIdOf(uid, key): the record's key in ClusterState::pods()
+  std::string key;  // namespace/name; a recreated pod's record may share it for a while
   std::string uid;
   std::string namespace_name;
   ProjectId project = kNoProject;
   Assignment assignment;
   HoldingSource source = HoldingSource::kConfirmed;
   // When our own bind confirmed this holding (InfinitePast when learned from the API). A
-  // relist taken before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
-  // recent holdings over instead of freeing a unit that the watch will show bound.
+  // relist listed before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
+  // holdings over instead of freeing a unit that the watch will show bound.
   absl::Time bound_by_us_at = absl::InfinitePast();
+  // kReserved only: when its bind ended with an unknown outcome (a POST may have committed;
+  // InfinitePast while the bind is in flight or was never ambiguous). The holding stays until
+  // the API's objects settle it: the watch shows the pod bound (confirmed) or deleted
+  // (released), or a relist listed after this time shows it not bound here (dropped).
+  absl::Time unconfirmed_since = absl::InfinitePast();
 };
 
 struct ProjectState {
@@ -241,9 +261,14 @@ class ClusterState {
   void RemoveNode(absl::string_view name);
   // Upserts a pod: bound pods with our assignment annotation become holders (kConfirmed);
   // bound pods without it that request a catalog resource are charged (kCharged); terminal,
-  // terminating-and-unbound or pending pods release whatever they held.
+  // terminating-and-unbound or pending pods release whatever they held. A bound pod is
+  // charged to the project of its gpu.themelio.io/project annotation when it has a valid one
+  // (authoritative: a relist or restart reads it back), else to the project it was first
+  // recorded with, else to its namespace's.
   void ApplyPod(const PodObject& pod);
-  void RemovePod(absl::string_view key);
+  // A pod deleted from the API server: releases the record of that UID (of the UID-less pod of
+  // that name when `uid` is empty). A record of another UID under the same name stays.
+  void RemovePod(absl::string_view uid, absl::string_view key);
   void ApplyNamespace(const NamespaceObject& ns);
   void RemoveNamespace(absl::string_view name);
   void ApplyQuota(const ResourceQuotaObject& quota);
@@ -254,15 +279,29 @@ class ClusterState {
   // ---- our decisions ----
   // Re-checks `a` for `claim` (node known, offering usable, units exist and not draining,
   // free capacity, single owner, quota) and commits it, or returns FailedPrecondition with a
-  // reason and changes nothing. A pod that already holds exactly `a` succeeds (idempotent); a
-  // pod holding something else fails with AlreadyExists.
+  // reason and changes nothing. The pod (its UID) that already holds exactly `a` succeeds
+  // (a retried bind, idempotent); holding something else it fails with AlreadyExists. A pod
+  // of the same namespace/name with another UID is another pod: it takes its own capacity.
   absl::Status Reserve(const PodClaim& claim, const Assignment& a,
                        HoldingSource source = HoldingSource::kReserved);
-  // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod holds
-  // nothing.
-  absl::Status Confirm(absl::string_view pod_key, absl::Time bound_at = absl::Now());
-  // Releases everything the pod holds; false if it held nothing.
-  bool Release(absl::string_view pod_key);
+  // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod (its
+  // PodRecord::id) holds nothing.
+  absl::Status Confirm(absl::string_view pod_id, absl::Time bound_at = absl::Now());
+  // Releases everything the pod (its PodRecord::id) holds; false if it held nothing.
+  bool Release(absl::string_view pod_id);
+  // Ends the reservation of a bind that definitely did not commit: only while the pod still
+  // holds exactly `a` as kReserved (a watch event may have confirmed or replaced it). False
+  // if nothing was released.
+  bool ReleaseReservation(absl::string_view pod_id, const Assignment& a);
+  // The bind of this reservation ended with an unknown outcome at `since`: it stays held
+  // (PodRecord::unconfirmed_since). No-op unless the pod holds a kReserved record.
+  void MarkUnconfirmed(absl::string_view pod_id, absl::Time since = absl::Now());
+  // Records `rec` (a holding of another ClusterState: Mirror::ReplaceAll carries in-flight
+  // binds across a relist) as it is, charged to `project`: no admission rule is applied
+  // again. Units it names that this state lacks are created draining; capacity, owner or
+  // quota it breaks here is an API fact for Audit(), as after a quota lowered under running
+  // pods. Precondition: no record with rec.id.
+  void CarryOver(const PodRecord& rec, absl::string_view project);
 
   // ---- read access for decisions (scoring/) ----
   const Catalog& catalog() const { return *catalog_; }
@@ -280,8 +319,12 @@ class ClusterState {
   const absl::flat_hash_map<std::string, std::unique_ptr<NodeState>>& nodes() const {
     return nodes_;
   }
+  // The pod recorded last under namespace/name `key` (a recreated pod and the old one may
+  // both be recorded for a while); nullptr when none.
   const PodRecord* FindPod(absl::string_view key) const;
-  const PodRecord* FindPodByUid(absl::string_view uid) const;
+  const PodRecord* FindPodById(absl::string_view id) const;
+  const PodRecord* FindPodByUid(absl::string_view uid) const;  // nullptr for ""
+  // Every record, by PodRecord::id.
   const absl::flat_hash_map<std::string, PodRecord>& pods() const { return pods_; }
   // Project name of a namespace: its project label, else the namespace name.
   std::string ProjectOfNamespace(absl::string_view namespace_name) const;
@@ -309,8 +352,12 @@ class ClusterState {
   AuditReport Audit() const;
 
  private:
+  friend class cluster_state_internal::Auditor;  // Audit()'s steps (audit.cc)
+
   ProjectId InternProject(absl::string_view name);
   void RecomputeQuotas();
+  // Inserts the record (by its id, indexed under its key) and adds its holdings.
+  void AddPodRecord(PodRecord rec);
   void AddHolding(const PodRecord& pod);
   void RemoveHolding(const PodRecord& pod);
   void RecomputeOwner(Unit& unit, const Offering& offering);
@@ -331,12 +378,21 @@ class ClusterState {
   void AddToIndex(const NodeOffering& no, int32_t sign);
   int64_t UsageDelta(const Offering& offering, const NodeOffering& no, const Assignment& a,
                      ProjectId project) const;
+  // Reserve's checks, in order: the assignment names live units of a usable offering in a
+  // shape its sharing allows; then they have room for it (capacity, owner, quota).
+  absl::Status CheckUnitsExist(const PodClaim& claim, const Assignment& a) const;
+  absl::Status CheckRoom(const PodClaim& claim, const std::string& project_name,
+                         const Assignment& a) const;
+  // The units charged to a pod bound without our annotation (pod_holdings.cc).
+  Assignment ChargedUnits(const std::string& node_name, OfferingId offering, size_t need,
+                          ProjectId project) const;
 
   std::shared_ptr<const Catalog> catalog_;
   MirrorOptions options_;
   absl::flat_hash_map<std::string, std::unique_ptr<NodeState>> nodes_;
-  absl::flat_hash_map<std::string, PodRecord> pods_;
-  absl::flat_hash_map<std::string, std::string> uid_to_key_;
+  absl::flat_hash_map<std::string, PodRecord> pods_;  // by PodRecord::id
+  // namespace/name -> ids of the records under it, oldest first (almost always one).
+  absl::flat_hash_map<std::string, absl::InlinedVector<std::string, 1>> ids_by_key_;
   absl::flat_hash_map<std::string, std::map<std::string, std::string>> namespace_labels_;
   // namespace/name -> spec.hard
   std::map<std::string, ResourceQuotaObject> quotas_;

@@ -211,6 +211,21 @@ absl::Status CheckName(const Path& path, absl::string_view name) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+std::string UidProblem(absl::string_view uid) {
+  if (uid.size() > kMaxNameBytes) {
+    return absl::StrCat(Quote(uid), " is longer than ", kMaxNameBytes, " bytes");
+  }
+  for (char c : uid) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return absl::StrCat(Quote(uid), " contains a control character");
+  }
+  return "";
+}
+
+namespace {
+
 absl::Status ReadName(const Value* v, const Path& path, std::string* out) {
   if (v == nullptr) return Error(path, "missing");
   if (!v->IsString()) return WrongType(path, "a string", *v);
@@ -252,6 +267,8 @@ absl::Status DecodeMeta(const Value* meta, const Path& object_path, const MetaOu
   if (out.uid != nullptr) {
     const Path p = path.Field("uid");
     if (absl::Status s = ReadString(f[2], p, out.uid); !s.ok()) return s;
+    // The mirror identifies pods by UID (cluster_state.h, PodIdOf).
+    if (std::string problem = UidProblem(*out.uid); !problem.empty()) return Error(p, problem);
   }
   if (out.resource_version != nullptr) {
     const Path p = path.Field("resourceVersion");

@@ -27,6 +27,11 @@ namespace gse {
 // Longest object name we accept (documents themselves are limited by json_reader.h).
 inline constexpr size_t kMaxNameBytes = 253;  // DNS subdomain, as Kubernetes
 
+// Why `uid` cannot be a Kubernetes UID ("" when it can): longer than kMaxNameBytes, or a
+// control character inside (the mirror keys pods by UID, see cluster_state.h PodIdOf). Every
+// decoded metadata.uid passes this check.
+std::string UidProblem(absl::string_view uid);
+
 struct NodeObject {
   std::string name;
   std::string uid;

@@ -5,9 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/time/clock.h"
 
 namespace gse {
 
@@ -22,17 +20,71 @@ absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Choo
   return chosen;
 }
 
-absl::Status Mirror::Confirm(absl::string_view pod_key) {
+absl::Status Mirror::Confirm(absl::string_view pod_id) {
   absl::MutexLock lock(&mu_);
-  return state_.Confirm(pod_key);
+  return state_.Confirm(pod_id);
 }
 
-bool Mirror::Release(absl::string_view pod_key) {
+bool Mirror::Release(absl::string_view pod_id) {
   absl::MutexLock lock(&mu_);
-  return state_.Release(pod_key);
+  return state_.Release(pod_id);
 }
 
-void Mirror::ReplaceAll(const ObjectBatch& batch) {
+bool Mirror::ReleaseReservation(absl::string_view pod_id, const Assignment& a) {
+  absl::MutexLock lock(&mu_);
+  return state_.ReleaseReservation(pod_id, a);
+}
+
+void Mirror::MarkUnconfirmed(absl::string_view pod_id) {
+  absl::MutexLock lock(&mu_);
+  state_.MarkUnconfirmed(pod_id);
+}
+
+namespace {
+
+// What a relist shows of the pods, by PodRecord::id and by namespace/name.
+struct ListedPods {
+  explicit ListedPods(const ObjectBatch& batch) {
+    for (const PodObject& pod : batch.pods) {
+      const std::string id = PodIdOf(pod.uid, pod.Key());
+      keys.insert(pod.Key());
+      if (pod.node_name.empty() && !pod.Terminal() && !pod.terminating) pending.insert(id);
+    }
+  }
+  absl::flat_hash_set<std::string> pending;  // ids of pods listed pending
+  absl::flat_hash_set<std::string> keys;     // namespace/name of every listed pod
+};
+
+// Whether a holding that the relist does not show (as bound or charged) is carried over:
+//  * kReserved: a bind in flight; its outcome confirms or releases it. One whose bind ended
+//    with an unknown outcome (unconfirmed_since) is kept only while the list may predate a
+//    late commit: a list requested more than kInFlightBindGrace after it that shows the pod
+//    pending, or not at all, is the API's word that no binding of it committed.
+//  * kConfirmed while the list shows the same pod (UID) still pending: bound after the list
+//    was taken; the watch delivers the bound (or deleted) pod next.
+//  * kConfirmed, not listed at all, bound by us after `listed_at`: the list may be older than
+//    the pod or its binding. The watch resumes from the list's resourceVersion and replays
+//    that pod's events (bound, or deleted). A pod bound before the list was requested that
+//    the list does not show was deleted (even while the watch was down): dropped at once.
+//    So is one whose name the list shows with another UID (names are unique in the API).
+//  * Anything else the list does not show is gone.
+bool CarriedOver(const PodRecord& pod, const ListedPods& listed, absl::Time listed_at) {
+  switch (pod.source) {
+    case HoldingSource::kReserved:
+      return pod.unconfirmed_since == absl::InfinitePast() ||
+             listed_at <= pod.unconfirmed_since + Mirror::kInFlightBindGrace;
+    case HoldingSource::kConfirmed:
+      return listed.pending.contains(pod.id) ||
+             (!listed.keys.contains(pod.key) && pod.bound_by_us_at > listed_at);
+    case HoldingSource::kCharged:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
   std::shared_ptr<const Catalog> catalog;
   MirrorOptions options;
   {
@@ -43,47 +95,16 @@ void Mirror::ReplaceAll(const ObjectBatch& batch) {
   // Build outside the lock: a relist of 150,000 pods must not stall every decision.
   ClusterState fresh(std::move(catalog), std::move(options));
   fresh.ApplyBatch(batch);
-  // Pods the list shows pending (key -> uid): a bind confirmed after the list was taken.
-  absl::flat_hash_map<std::string, std::string> pending;
-  absl::flat_hash_set<std::string> listed_keys;
-  for (const PodObject& pod : batch.pods) {
-    listed_keys.insert(pod.Key());
-    if (pod.node_name.empty() && !pod.Terminal() && !pod.terminating) pending[pod.Key()] = pod.uid;
-  }
+  const ListedPods listed(batch);
 
   absl::MutexLock lock(&mu_);
-  // Holdings the list cannot show yet are carried over, unless the list already shows the pod
-  // (bound or charged) or they no longer fit (the node shrank; the bind's own re-check then
-  // fails and releases):
-  //  * kReserved: a bind in flight; its outcome releases or confirms it.
-  //  * kConfirmed while the list still shows the same pod pending: bound after the list was
-  //    taken; the watch delivers the bound (or deleted) pod next.
-  //  * kConfirmed by our own bind within kRecentBindWindow that the list does not show at all:
-  //    the pod may have been created after the list was taken. The watch resumes from the
-  //    list's resourceVersion, so it replays that pod's events (bound, or deleted); keeping the
-  //    holding until then never hands the unit out twice. Older confirmed pods missing from the
-  //    list were deleted: they are dropped, or their capacity would leak for good.
-  const absl::Time recent = absl::Now() - kRecentBindWindow;
-  for (const auto& [key, pod] : state_.pods()) {
-    if (fresh.FindPod(key) != nullptr) continue;
-    bool carry = pod.source == HoldingSource::kReserved;
-    if (pod.source == HoldingSource::kConfirmed) {
-      auto it = pending.find(key);
-      const bool listed_pending =
-          it != pending.end() && (it->second.empty() || pod.uid.empty() || it->second == pod.uid);
-      const bool listed = it != pending.end() || listed_keys.contains(key);
-      carry = listed_pending || (!listed && pod.bound_by_us_at > recent);
-    }
-    if (!carry) continue;
-    PodClaim claim;
-    claim.key = pod.key;
-    claim.uid = pod.uid;
-    claim.namespace_name = pod.namespace_name;
-    claim.project = state_.project(pod.project).name;
-    if (fresh.Reserve(claim, pod.assignment, HoldingSource::kReserved).ok() &&
-        pod.source == HoldingSource::kConfirmed) {
-      fresh.Confirm(key, pod.bound_by_us_at).IgnoreError();
-    }
+  for (const auto& [id, pod] : state_.pods()) {
+    if (fresh.FindPodById(id) != nullptr) continue;  // the list shows it: the list wins
+    if (!CarriedOver(pod, listed, listed_at)) continue;
+    // As it is: the admission rules (quota, owner, capacity) applied when it was reserved; a
+    // bind that commits must find its units held. What the list shows beyond the rules is an
+    // API fact for Audit, never a reason to hand the units out again.
+    fresh.CarryOver(pod, state_.project(pod.project).name);
   }
   std::swap(state_, fresh);
   // `fresh` now holds the old state; it is destroyed after the lock is released (the lock

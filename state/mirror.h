@@ -43,14 +43,25 @@ class Mirror {
   using Chooser = std::function<absl::StatusOr<Assignment>(const ClusterState&)>;
   absl::StatusOr<Assignment> ReserveWith(const PodClaim& claim, const Chooser& choose);
 
-  absl::Status Confirm(absl::string_view pod_key);
-  bool Release(absl::string_view pod_key);
+  // ClusterState::Confirm / Release of the pod with that PodRecord::id (PodIdOf).
+  absl::Status Confirm(absl::string_view pod_id);
+  bool Release(absl::string_view pod_id);
+  // ClusterState::ReleaseReservation / MarkUnconfirmed: Bind's reaction to a definite "not
+  // bound" and to an unknown outcome of its Binder (issue 12, finding 1).
+  bool ReleaseReservation(absl::string_view pod_id, const Assignment& a);
+  void MarkUnconfirmed(absl::string_view pod_id);
 
-  // Replaces the whole state with one built from `batch` (relist after 410 Gone), keeping
-  // reservations that are not yet confirmed so in-flight binds are not lost, and holdings our
-  // binds confirmed within kRecentBindWindow that the list cannot show yet (mirror.cc).
-  void ReplaceAll(const ObjectBatch& batch);
-  static constexpr absl::Duration kRecentBindWindow = absl::Minutes(2);
+  // Replaces the whole state with one built from `batch` (a relist), listed at `listed_at`
+  // (the time the list was requested: everything committed before it shows in the list).
+  // Holdings the list cannot show are carried over as they are, without applying admission
+  // rules again (ClusterState::CarryOver): reservations of binds in flight, and holdings our
+  // binds confirmed after `listed_at` (or that the list shows still pending). Holdings the
+  // list should show and does not (deleted pods) are dropped. See mirror.cc.
+  void ReplaceAll(const ObjectBatch& batch, absl::Time listed_at);
+  // How long after a bind's unknown outcome a POST of it may still commit inside the API
+  // server (kube-apiserver's default --request-timeout): a list requested later that does not
+  // show the pod bound settles the reservation.
+  static constexpr absl::Duration kInFlightBindGrace = absl::Minutes(1);
 
  private:
   mutable absl::Mutex mu_;

@@ -90,7 +90,7 @@ TEST_F(ApiBinderTest, BindingBodyIsTheRecordedRequest) {
 TEST_F(ApiBinderTest, BindSetsNodeAndAnnotationsInOneWrite) {
   const std::string rv_before = fake_.resource_version();
   ApiBinder binder = Binder();
-  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).bound());
   PodView p = Pod("team-a/nb-1");
   EXPECT_EQ(p.node, "mig-a");
   EXPECT_EQ(p.annotations.at("gpu.themelio.io/unit"), "mig-a/nvidia.com/mig-1g.5gb.shared/0");
@@ -103,7 +103,9 @@ TEST_F(ApiBinderTest, BindSetsNodeAndAnnotationsInOneWrite) {
 
 TEST_F(ApiBinderTest, UidPreconditionProtectsARecreatedPod) {
   ApiBinder binder = Binder();
-  absl::Status s = binder.Bind(Nb1("00000000-0000-0000-0000-000000000000"), kAnnotations);
+  const BindResult r = binder.Bind(Nb1("00000000-0000-0000-0000-000000000000"), kAnnotations);
+  const absl::Status& s = r.status;
+  EXPECT_EQ(r.outcome, BindOutcome::kNotBound);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(KubeErrorOf(s).http_code, 409);
@@ -114,8 +116,10 @@ TEST_F(ApiBinderTest, UidPreconditionProtectsARecreatedPod) {
 
 TEST_F(ApiBinderTest, PodBoundElsewhereIsAConflict) {
   ApiBinder binder = Binder();
-  ASSERT_TRUE(binder.Bind(BindTarget{"nb-1", "team-a", kNb1Uid, "gpu-node-a"}, {}).ok());
-  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  ASSERT_TRUE(binder.Bind(BindTarget{"nb-1", "team-a", kNb1Uid, "gpu-node-a"}, {}).bound());
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  const absl::Status& s = r.status;
+  EXPECT_EQ(r.outcome, BindOutcome::kNotBound) << "read back: bound to another node";
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(KubeErrorOf(s).reason, "Conflict");
   EXPECT_THAT(s.message(), HasSubstr("is already assigned to node \"gpu-node-a\""));
@@ -124,7 +128,9 @@ TEST_F(ApiBinderTest, PodBoundElsewhereIsAConflict) {
 
 TEST_F(ApiBinderTest, MissingPodIsNotFound) {
   ApiBinder binder = Binder();
-  absl::Status s = binder.Bind(BindTarget{"ghost", "team-a", "", "mig-a"}, kAnnotations);
+  const BindResult r = binder.Bind(BindTarget{"ghost", "team-a", "", "mig-a"}, kAnnotations);
+  const absl::Status& s = r.status;
+  EXPECT_EQ(r.outcome, BindOutcome::kNotBound);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(KubeErrorOf(s).message, "pods \"ghost\" not found");
 }
@@ -136,7 +142,9 @@ TEST_F(ApiBinderTest, TransientServerErrorIsRetried) {
   f.status = 500;
   fake_.AddFault(f);
   ApiBinder binder = Binder();
-  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  const absl::Status& s = r.status;
+  EXPECT_EQ(r.outcome, BindOutcome::kBound);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(binder.attempts(), 2);
   EXPECT_EQ(binder.bind_errors(), 1);  // the 500, counted for gse_api_errors_total
@@ -151,10 +159,17 @@ TEST_F(ApiBinderTest, PersistentServerErrorFailsWithinTheDeadlineWithTheReason) 
   f.status = 500;
   f.times = -1;
   fake_.AddFault(f);
-  ApiBinder binder = Binder(absl::Milliseconds(600), absl::Milliseconds(200));
+  // Attempts long enough to be answered even on a loaded sanitizer run: a timed-out attempt
+  // would make the outcome unknown (it may still commit), which is not this test's case.
+  ApiBinder binder = Binder(absl::Milliseconds(1500), absl::Milliseconds(700));
   absl::Time start = absl::Now();
-  absl::Status s = binder.Bind(Nb1(), kAnnotations);
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1500));
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  const absl::Status& s = r.status;
+  // The pod read back pending: not bound when every 500 was answered; unknown when the last
+  // attempt, cut short by the deadline, got no answer (it may still commit). Which of the two
+  // depends on timing (TSan runs get the second); never bound.
+  EXPECT_NE(r.outcome, BindOutcome::kBound) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(KubeErrorOf(s).http_code, 500);
   EXPECT_EQ(KubeErrorOf(s).reason, "InternalError");
@@ -181,8 +196,11 @@ TEST_F(ApiBinderTest, ErrorKeepsTheServersAnswerWhenTheLastAttemptTimesOut) {
   held.times = -1;
   fake_.AddFault(held);
   ApiBinder binder = Binder(absl::Milliseconds(900), absl::Milliseconds(300));
-  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
   fake_.ReleaseHeld();
+  // The held POST got no answer and may still commit: unknown, reported with the 500.
+  EXPECT_EQ(r.outcome, BindOutcome::kUnknown);
+  const absl::Status& s = r.status;
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(KubeErrorOf(s).http_code, 500);
   EXPECT_EQ(KubeErrorOf(s).reason, "InternalError");
@@ -199,8 +217,8 @@ TEST_F(ApiBinderTest, BindWaitsForTheWriteLimiterWithinItsDeadline) {
   o.deadline = absl::Seconds(4);
   ApiBinder binder(paced.get(), o);
   const std::string uid = PendingPod("paced-0");
-  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
-  absl::Status second = binder.Bind(BindTarget{"paced-0", "team-a", uid, "mig-a"}, kAnnotations);
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).bound());
+  absl::Status second = binder.Bind(BindTarget{"paced-0", "team-a", uid, "mig-a"}, kAnnotations).status;
   EXPECT_TRUE(second.ok()) << second;
   EXPECT_EQ(Pod("team-a/paced-0").node, "mig-a");
   EXPECT_EQ(binder.attempts(), 2);
@@ -214,9 +232,9 @@ TEST_F(ApiBinderTest, BindWithoutATurnBeforeItsDeadlineSendsNothing) {
   o.deadline = absl::Seconds(2);
   ApiBinder binder(paced.get(), o);
   const std::string uid = PendingPod("paced-1");
-  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).bound());
   const absl::Time start = absl::Now();
-  absl::Status s = binder.Bind(BindTarget{"paced-1", "team-a", uid, "mig-a"}, kAnnotations);
+  absl::Status s = binder.Bind(BindTarget{"paced-1", "team-a", uid, "mig-a"}, kAnnotations).status;
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(IsNotSent(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("not sent"));
@@ -252,8 +270,8 @@ TEST_F(ApiBinderTest, TooManyRequestsIsRetriedAfterTheServersRetryAfter) {
   o.deadline = absl::Seconds(4);
   o.retry_backoff = absl::Milliseconds(20);
   ApiBinder binder(client.get(), o);
-  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).ok());
-  absl::Status s = binder.Bind(BindTarget{"limited-0", "team-a", "uid-limited-0", "mig-a"}, kAnnotations);
+  ASSERT_TRUE(binder.Bind(Nb1(), kAnnotations).bound());
+  absl::Status s = binder.Bind(BindTarget{"limited-0", "team-a", "uid-limited-0", "mig-a"}, kAnnotations).status;
   EXPECT_TRUE(s.ok()) << s;
   // 20 ms backoffs would have spent ~50 attempts on 429s; Retry-After keeps it to a few.
   EXPECT_GE(limited.throttled(), 1);
@@ -271,7 +289,9 @@ TEST_F(ApiBinderTest, AnswerLostAfterCommitIsRecognisedAsBound) {
   f.delay_after = absl::Seconds(2);
   fake_.AddFault(f);
   ApiBinder binder = Binder(absl::Seconds(2), absl::Milliseconds(300));
-  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  const absl::Status& s = r.status;
+  EXPECT_EQ(r.outcome, BindOutcome::kBound);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(binder.confirmed_by_read(), 1);
   EXPECT_EQ(binder.get_errors(), 0);
@@ -279,7 +299,8 @@ TEST_F(ApiBinderTest, AnswerLostAfterCommitIsRecognisedAsBound) {
 }
 
 // The binding commits but its answer is lost, and the pod cannot be read back to tell: the
-// bind fails (it cannot be confirmed) and the failed read is counted.
+// outcome is unknown (never "not bound": the service must not free the unit, issue 12,
+// finding 1) and the failed read is counted.
 TEST_F(ApiBinderTest, UnreadablePodAfterALostAnswerIsCountedAsAFailedGet) {
   FakeApiServer::Fault lost;
   lost.method = "POST";
@@ -293,13 +314,15 @@ TEST_F(ApiBinderTest, UnreadablePodAfterALostAnswerIsCountedAsAFailedGet) {
   unreadable.times = -1;
   fake_.AddFault(unreadable);
   ApiBinder binder = Binder(absl::Seconds(2), absl::Milliseconds(300));
-  EXPECT_FALSE(binder.Bind(Nb1(), kAnnotations).ok());
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  EXPECT_EQ(r.outcome, BindOutcome::kUnknown) << r.status;
+  EXPECT_THAT(r.status.message(), HasSubstr("whether the pod is bound is unknown"));
   EXPECT_GE(binder.get_errors(), 1);
   EXPECT_GE(binder.bind_errors(), 2);  // the lost answer, then "already assigned"
   EXPECT_EQ(binder.confirmed_by_read(), 0);
 }
 
-TEST_F(ApiBinderTest, TimeoutWithoutCommitIsAnError) {
+TEST_F(ApiBinderTest, TimeoutsWithThePodStillPendingAreAnUnknownOutcome) {
   FakeApiServer::Fault f;
   f.method = "POST";
   f.path_contains = "/binding";
@@ -308,7 +331,11 @@ TEST_F(ApiBinderTest, TimeoutWithoutCommitIsAnError) {
   fake_.AddFault(f);
   ApiBinder binder = Binder(absl::Milliseconds(700), absl::Milliseconds(300));
   absl::Time start = absl::Now();
-  absl::Status s = binder.Bind(Nb1(), kAnnotations);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  const absl::Status& s = r.status;
+  // The attempts got no answer: reading the pod back pending cannot tell whether one of them
+  // is still inside the API server (here it is: the fake holds them 5 s, then commits).
+  EXPECT_EQ(r.outcome, BindOutcome::kUnknown);
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("timed out"));

@@ -93,6 +93,9 @@ PodClaim Claim(const std::string& ns, const std::string& name, const std::string
   return PodClaim{ns + "/" + name, ns + "-" + name + "-uid", ns, project.empty() ? ns : project};
 }
 
+// The UID (and so the mirror's id) of the pod `ns`/`name` that Pod() and Claim() build.
+std::string Uid(const std::string& ns, const std::string& name) { return ns + "-" + name + "-uid"; }
+
 // Everything observable about a state, in a canonical order (project ids replaced by names),
 // so that two states can be compared for equality.
 std::string Dump(const ClusterState& s) {
@@ -108,7 +111,7 @@ std::string Dump(const ClusterState& s) {
                                    " replicas=", no.replicas, " unusable=", no.unusable_reason));
       for (const Unit& u : no.units) {
         std::vector<std::string> holders;
-        for (const Holding& h : u.holders) holders.push_back(absl::StrCat(h.pod_key, "x", h.amount));
+        for (const Holding& h : u.holders) holders.push_back(absl::StrCat(h.pod_id, "x", h.amount));
         std::sort(holders.begin(), holders.end());
         lines.push_back(absl::StrCat("unit ", UnitId(name, s.catalog().Get(no.offering).resource, u.index),
                                      " cap=", u.capacity, " used=", u.used, " owner=", pname(u.owner),
@@ -232,7 +235,7 @@ TEST_F(ClusterStateTest, CountAndReplicasFallBackToAllocatableAndCatalog) {
   EXPECT_EQ(Offer("n1", kMps).advertised_units, 2);
   EXPECT_EQ(Offer("n1", kGpu).advertised_units, 3);
   EXPECT_EQ(state_.FindNode("n1")->gpu_count, 0) << "no nvidia.com/gpu.count label";
-  // The node's replicas label overrides the catalog; a bad count label falls back.
+  // The node's replicas label overrides the catalog; a count label changes nothing.
   ASSERT_TRUE(state_.ApplyNode(Node("n2", {{kTs, 12}},
                                     {{"nvidia.com/mig-1g.5gb.replicas", "6"},
                                      {"nvidia.com/mig-1g.5gb.count", "many"}})));
@@ -243,10 +246,48 @@ TEST_F(ClusterStateTest, CountAndReplicasFallBackToAllocatableAndCatalog) {
   ASSERT_TRUE(state_.ApplyNode(Node("n3", {{kGpu, 2}}, {{"nvidia.com/gpu.replicas", "0"}})));
   EXPECT_EQ(Offer("n3", kGpu).replicas, 1);
   EXPECT_EQ(Offer("n3", kGpu).unusable_reason, "");
-  // Hostile counts are bounded (unit indices are 0..9999).
+  // Hostile counts are bounded (unit indices are 0..9999), and labels do not add units.
   ASSERT_TRUE(state_.ApplyNode(Node("n4", {{kGpu, 1}}, {{"nvidia.com/gpu.count", "2000000000"}})));
-  EXPECT_EQ(Offer("n4", kGpu).advertised_units, 10000);
+  EXPECT_EQ(Offer("n4", kGpu).advertised_units, 1);
   EXPECT_EQ(state_.FindNode("n4")->gpu_count, 2000000000);
+  ASSERT_TRUE(state_.ApplyNode(Node("n5", {{kGpu, 2000000000}})));
+  EXPECT_EQ(Offer("n5", kGpu).advertised_units, 10000);
+}
+
+// The device plugin takes unhealthy devices out of allocatable; GPU feature discovery's
+// `.count` label describes the hardware. Only allocatable units can be handed out, and a held
+// unit beyond it drains (issue 12, finding 6).
+TEST_F(ClusterStateTest, AllocatableIsTheTruthForUnitsNotTheCountLabel) {
+  // Mixed MIG strategy: the GPUs are sliced, whole GPUs are allocatable 0, the label says 4.
+  ASSERT_TRUE(state_.ApplyNode(Node("mixed", {{kGpu, 0}, {kMig, 7}},
+                                    {{"nvidia.com/gpu.count", "4"},
+                                     {"nvidia.com/mig-1g.5gb.count", "7"}})));
+  EXPECT_EQ(Offer("mixed", kGpu).advertised_units, 0);
+  EXPECT_TRUE(Offer("mixed", kGpu).units.empty());
+  EXPECT_EQ(state_.FindNode("mixed")->gpu_count, 4) << "the label still describes the node";
+  state_.ApplyNamespace(NamespaceObject{"a", {}});
+  EXPECT_EQ(state_.Reserve(Claim("a", "whole"), A("mixed", kGpu, {0})).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.RoomRows(Id(kGpu))[state_.FindNode("mixed")->slot].availability,
+            Availability::kNotOnNode);
+
+  // One of 8 GPUs unhealthy: allocatable 7, label 8. Unit 7 is held: it drains.
+  ASSERT_TRUE(state_.ApplyNode(Node("n8", {{kGpu, 8}}, {{"nvidia.com/gpu.count", "8"}})));
+  ASSERT_TRUE(state_.Reserve(Claim("a", "on7"), A("n8", kGpu, {7})).ok());
+  ASSERT_TRUE(state_.ApplyNode(Node("n8", {{kGpu, 7}}, {{"nvidia.com/gpu.count", "8"}})));
+  EXPECT_EQ(Offer("n8", kGpu).advertised_units, 7);
+  EXPECT_TRUE(U("n8", kGpu, 7).draining);
+  EXPECT_EQ(U("n8", kGpu, 7).holders.size(), 1u) << "the holder stays";
+  EXPECT_EQ(U("n8", kGpu, 7).Free(), 0);
+  ASSERT_TRUE(state_.Release(Uid("a", "on7")));
+  EXPECT_EQ(Offer("n8", kGpu).units.size(), 7u) << "the free unit beyond allocatable is gone";
+  EXPECT_THAT(state_.Reserve(Claim("a", "again"), A("n8", kGpu, {7})).message(),
+              HasSubstr("out of range"));
+  // A label claiming more than allocatable hands out nothing more either.
+  ASSERT_TRUE(state_.ApplyNode(Node("n9", {{kTs, 8}}, {{"nvidia.com/mig-1g.5gb.count", "7"},
+                                                      {"nvidia.com/mig-1g.5gb.replicas", "4"}})));
+  EXPECT_EQ(Offer("n9", kTs).advertised_units, 2) << "8 tickets / 4 replicas";
+  ExpectClean();
 }
 
 TEST_F(ClusterStateTest, AliasKeyAdvertisesTheOffering) {
@@ -297,6 +338,10 @@ TEST_F(ClusterStateTest, UnchangedNodeRefreshIsANoOp) {
   EXPECT_TRUE(state_.ApplyNode(n)) << "a selector label changed";
   EXPECT_EQ(state_.FindNode("n1")->labels.at(kPoolLabel), "train");
   n.labels["nvidia.com/gpu.count"] = "5";
+  EXPECT_TRUE(state_.ApplyNode(n)) << "the node's physical GPU count changed";
+  EXPECT_EQ(state_.FindNode("n1")->gpu_count, 5);
+  EXPECT_EQ(Offer("n1", kGpu).advertised_units, 4) << "the count label only describes";
+  n.allocatable_milli[kGpu] = 5000;
   EXPECT_TRUE(state_.ApplyNode(n));
   EXPECT_EQ(Offer("n1", kGpu).advertised_units, 5);
   n.labels["nvidia.com/gpu.product"] = "X";
@@ -315,7 +360,7 @@ TEST_F(ClusterStateTest, ShrinkingNodeKeepsHeldUnitsDraining) {
   EXPECT_FALSE(no.units[1].draining);
   EXPECT_EQ(no.units[1].holders.size(), 1u) << "held unit below the count stays live";
   for (int i = 2; i < 5; ++i) EXPECT_TRUE(no.units[i].draining) << i;
-  EXPECT_EQ(no.units[4].holders.at(0).pod_key, "a/p4") << "holder kept";
+  EXPECT_EQ(no.units[4].holders.at(0).pod_id, Uid("a", "p4")) << "holder kept";
   EXPECT_EQ(no.units[4].Free(), 0);
   EXPECT_EQ(UsageOf("a", kGpu), 2) << "draining units still count";
   ExpectClean();
@@ -326,7 +371,7 @@ TEST_F(ClusterStateTest, ShrinkingNodeKeepsHeldUnitsDraining) {
   EXPECT_THAT(s.message(), HasSubstr("draining"));
 
   // The holder leaves: the tail is trimmed back to the advertised count.
-  EXPECT_TRUE(state_.Release("a/p4"));
+  EXPECT_TRUE(state_.Release(Uid("a", "p4")));
   EXPECT_EQ(Offer("n1", kGpu).units.size(), 2u);
   // Growing again brings live units back.
   ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kGpu, 4}})));
@@ -365,7 +410,7 @@ TEST_F(ClusterStateTest, OfferingThatDisappearsKeepsHeldUnitsDraining) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("not on node"));
   ExpectClean();
-  EXPECT_TRUE(state_.Release("a/p"));
+  EXPECT_TRUE(state_.Release(Uid("a", "p")));
   EXPECT_EQ(state_.FindNode("n1")->Find(Id(kMig)), nullptr);
 }
 
@@ -401,7 +446,7 @@ TEST_F(ClusterStateTest, RemoveNodeWithHoldersKeepsThemUntilReleased) {
   EXPECT_FALSE(U("n1", kGpu, 2).draining);
   EXPECT_EQ(U("n1", kGpu, 2).holders.size(), 1u);
   state_.RemoveNode("n1");
-  EXPECT_TRUE(state_.Release("a/p"));
+  EXPECT_TRUE(state_.Release(Uid("a", "p")));
   EXPECT_EQ(state_.FindNode("n1"), nullptr) << "removed node goes with its last holder";
   ExpectClean();
 }
@@ -441,12 +486,12 @@ TEST_F(ClusterStateTest, ReserveCommitsAndCountsUsagePerSharing) {
   ExpectClean();
 
   // Releasing one of two tickets keeps the unit owned; the last one frees it.
-  EXPECT_TRUE(state_.Release("a/t1"));
+  EXPECT_TRUE(state_.Release(Uid("a", "t1")));
   EXPECT_EQ(UsageOf("a", kTs), 2);
-  EXPECT_TRUE(state_.Release("a/t2"));
+  EXPECT_TRUE(state_.Release(Uid("a", "t2")));
   EXPECT_EQ(UsageOf("a", kTs), 1);
   EXPECT_EQ(U("n1", kTs, 1).owner, kNoProject);
-  EXPECT_FALSE(state_.Release("a/t2")) << "held nothing";
+  EXPECT_FALSE(state_.Release(Uid("a", "t2"))) << "held nothing";
   EXPECT_EQ(state_.FindPodByUid("a-t2-uid"), nullptr);
   ExpectClean();
 }
@@ -564,15 +609,15 @@ TEST_F(ClusterStateTest, ReserveUsesClaimProjectOrNamespaceProject) {
 
 TEST_F(ClusterStateTest, ConfirmAndRelease) {
   AddStandardNode("n1");
-  EXPECT_EQ(state_.Confirm("a/p").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(state_.Confirm(Uid("a", "p")).code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(state_.Reserve(Claim("a", "p"), A("n1", kGpu, {0})).ok());
-  EXPECT_TRUE(state_.Confirm("a/p").ok());
+  EXPECT_TRUE(state_.Confirm(Uid("a", "p")).ok());
   EXPECT_EQ(state_.FindPod("a/p")->source, HoldingSource::kConfirmed);
-  EXPECT_TRUE(state_.Confirm("a/p").ok()) << "confirming twice is harmless";
-  EXPECT_TRUE(state_.Release("a/p"));
+  EXPECT_TRUE(state_.Confirm(Uid("a", "p")).ok()) << "confirming twice is harmless";
+  EXPECT_TRUE(state_.Release(Uid("a", "p")));
   EXPECT_EQ(U("n1", kGpu, 0).Free(), 1);
   EXPECT_EQ(UsageOf("a", kGpu), 0);
-  EXPECT_EQ(state_.Confirm("a/p").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(state_.Confirm(Uid("a", "p")).code(), absl::StatusCode::kNotFound);
   ExpectClean();
 }
 
@@ -651,20 +696,50 @@ TEST_F(ClusterStateTest, PendingTerminalAndTerminatingPodsHoldNothing) {
   state_.ApplyPod(stopping);
   EXPECT_NE(state_.FindPod("a/stopping"), nullptr);
 
-  state_.RemovePod("a/stopping");
+  state_.RemovePod(Uid("a", "stopping"), "a/stopping");
   EXPECT_EQ(state_.FindPod("a/stopping"), nullptr);
   EXPECT_EQ(UsageOf("a", kGpu), 0);
   ExpectClean();
 }
 
-TEST_F(ClusterStateTest, RecreatedPodWithSameNameDropsTheOldHolding) {
-  AddStandardNode("n1");
-  ASSERT_TRUE(state_.Reserve(Claim("a", "p"), A("n1", kGpu, {0})).ok());
-  PodObject fresh = Pod("a", "p", "", kGpu);
-  fresh.uid = "another-uid";
-  state_.ApplyPod(fresh);
-  EXPECT_EQ(state_.FindPod("a/p"), nullptr) << "the reservation belonged to the old pod";
-  EXPECT_EQ(state_.FindPodByUid("a-p-uid"), nullptr);
+// A pod recreated with the same namespace/name (a StatefulSet's notebook) and a new UID is
+// another pod: not a retried bind of the old one. It takes its own ticket, and the old pod's
+// deletion (by its UID) leaves the new pod's ticket held (issue 12, finding 2).
+TEST_F(ClusterStateTest, RecreatedPodIsAnotherPodByUid) {
+  // One time-sliced unit with 2 tickets.
+  ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 2}}, {{"nvidia.com/mig-1g.5gb.replicas", "2"}})));
+  state_.ApplyNamespace(NamespaceObject{"a", {}});
+  // The old pod runs on the unit (the watch still shows it).
+  state_.ApplyPod(Annotated(Pod("a", "nb-0", "n1", kTs), A("n1", kTs, {0}), *catalog_, "a"));
+  // The recreated pod is bound onto the same unit, the project's own.
+  PodClaim again = Claim("a", "nb-0");
+  again.uid = "nb-0-second-uid";
+  ASSERT_TRUE(state_.Reserve(again, A("n1", kTs, {0})).ok());
+  EXPECT_EQ(U("n1", kTs, 0).used, 2) << "the new pod holds its own ticket";
+  EXPECT_EQ(U("n1", kTs, 0).holders.size(), 2u);
+  EXPECT_THAT(state_.Reserve(Claim("a", "other"), A("n1", kTs, {0})).message(),
+              HasSubstr("not enough free capacity"))
+      << "the unit is full: no third holder";
+  EXPECT_EQ(state_.FindPod("a/nb-0")->uid, "nb-0-second-uid") << "the latest pod of the name";
+  ExpectClean();
+
+  // The old pod's DELETED event carries its UID: only its ticket is freed.
+  state_.RemovePod(Uid("a", "nb-0"), "a/nb-0");
+  ASSERT_NE(state_.FindPodByUid("nb-0-second-uid"), nullptr);
+  EXPECT_EQ(state_.FindPodByUid(Uid("a", "nb-0")), nullptr);
+  EXPECT_EQ(U("n1", kTs, 0).used, 1);
+  // A deletion of another UID, or without one, removes nothing of it.
+  state_.RemovePod("some-other-uid", "a/nb-0");
+  state_.RemovePod("", "a/nb-0");
+  EXPECT_EQ(U("n1", kTs, 0).used, 1);
+  // The same UID retried onto the same assignment is the same pod (idempotent).
+  EXPECT_TRUE(state_.Reserve(again, A("n1", kTs, {0})).ok());
+  EXPECT_EQ(U("n1", kTs, 0).used, 1);
+  // A third pod of the name, shown pending, leaves the second one's record alone.
+  PodObject third = Pod("a", "nb-0", "", kTs);
+  third.uid = "nb-0-third-uid";
+  state_.ApplyPod(third);
+  EXPECT_NE(state_.FindPodByUid("nb-0-second-uid"), nullptr);
   ExpectClean();
 }
 
@@ -763,7 +838,7 @@ TEST_F(ClusterStateTest, ChargeBeyondFreeCapacityIsChargedAndAudited) {
   ASSERT_FALSE(r.problems.empty());
   EXPECT_THAT(absl::StrJoin(r.problems, "\n"), HasSubstr("x/intruder"));
   // Our reservation fails (bind error): the unit stays charged to the intruder, not free.
-  EXPECT_TRUE(state_.Release("a/r"));
+  EXPECT_TRUE(state_.Release(Uid("a", "r")));
   EXPECT_EQ(Offer("n1", kGpu).units[0].Free() + Offer("n1", kGpu).units[1].Free(), 1);
   ExpectClean();
 }
@@ -786,7 +861,7 @@ TEST_F(ClusterStateTest, FactsOnUnknownNodesAreKeptAsDrainingUntilTheNodeArrives
   EXPECT_FALSE(state_.FindNode("late")->removed);
   EXPECT_FALSE(U("late", kTs, 2).draining);
   EXPECT_EQ(U("late", kTs, 2).Free(), 3);
-  EXPECT_EQ(U("late", kGpu, 1).holders.at(0).pod_key, "a/c");
+  EXPECT_EQ(U("late", kGpu, 1).holders.at(0).pod_id, Uid("a", "c"));
   EXPECT_TRUE(state_.Reserve(Claim("a", "q"), A("late", kTs, {2})).ok());
   ExpectClean();
 }
@@ -810,9 +885,9 @@ TEST_F(ClusterStateTest, ApiFactsThatBreakTheRulesAreRecordedAndAudited) {
   EXPECT_THAT(all, HasSubstr("unit n1/nvidia.com/mig-1g.5gb.shared/0 has holders of 2 projects"));
   EXPECT_THAT(all, HasSubstr("project a holds 2 of nvidia.com/gpu, over its quota 1"));
   // Releasing the facts clears the report.
-  state_.RemovePod("b/p2");
-  state_.RemovePod("b/t2");
-  state_.RemovePod("a/p3");
+  state_.RemovePod(Uid("b", "p2"), "b/p2");
+  state_.RemovePod(Uid("b", "t2"), "b/t2");
+  state_.RemovePod(Uid("a", "p3"), "a/p3");
   ExpectClean();
 }
 
@@ -860,6 +935,48 @@ TEST_F(ClusterStateTest, PodProjectIsFixedWhenFirstRecorded) {
   EXPECT_EQ(state_.project(state_.FindPod("ns/q")->project).name, "new");
   EXPECT_EQ(UsageOf("old", kGpu), 1);
   EXPECT_EQ(UsageOf("new", kGpu), 1);
+  ExpectClean();
+}
+
+// The project an annotated pod was charged to is the one its gpu.themelio.io/project
+// annotation records: a relist or a restart (a fresh state from the API's objects) reads it
+// back instead of re-deriving it from the namespace's current label, so a relabelled namespace
+// moves new pods only (issue 12, finding 3).
+TEST_F(ClusterStateTest, ProjectAnnotationIsAuthoritativeForBoundPodsAcrossRestarts) {
+  // Two namespaces of project "shared" hold tickets of one time-sliced unit (legal: one owner).
+  ObjectBatch batch;
+  batch.nodes.push_back(Node("n1", {{kTs, 4}}));  // 1 unit x 4 tickets
+  batch.namespaces.push_back(NamespaceObject{"ns1", {{"gpu.themelio.io/project", "shared"}}});
+  batch.namespaces.push_back(NamespaceObject{"ns2", {{"gpu.themelio.io/project", "shared"}}});
+  batch.quotas.push_back(QuotaObj("ns2", "q", {{"requests.nvidia.com/mig-1g.5gb.shared", 4}}));
+  batch.pods.push_back(Annotated(Pod("ns1", "a", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared"));
+  batch.pods.push_back(Annotated(Pod("ns2", "b", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared"));
+  // Then ns2 is relabelled to project "other", and the extender restarts (or relists).
+  batch.namespaces[1].labels["gpu.themelio.io/project"] = "other";
+  ClusterState restarted(catalog_, MirrorOptions{});
+  restarted.ApplyBatch(batch);
+  const PodRecord* b = restarted.FindPod("ns2/b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(restarted.project(b->project).name, "shared") << "the annotation, not the label";
+  const AuditReport audit = restarted.Audit();
+  EXPECT_EQ(audit.multi_owner_units, 0) << absl::StrJoin(audit.problems, "; ");
+  EXPECT_THAT(audit.problems, IsEmpty());
+  EXPECT_EQ(restarted.Usage(restarted.FindProject("shared"), Id(kTs)), 1);
+  EXPECT_EQ(restarted.Usage(restarted.FindProject("other"), Id(kTs)), 0)
+      << "the relabel moved the quota, not the running pods' usage";
+  // A new pod of ns2 is the new project's: it may not join "shared"'s unit.
+  EXPECT_THAT(restarted.Reserve(PodClaim{"ns2/c", "ns2-c-uid", "ns2", ""}, A("n1", kTs, {0})).message(),
+              HasSubstr("owned by another project"));
+
+  // The same through the watch: an annotated pod first seen after the relabel.
+  state_.ApplyBatch(batch);
+  state_.ApplyPod(Annotated(Pod("ns2", "late", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared"));
+  EXPECT_EQ(state_.project(state_.FindPod("ns2/late")->project).name, "shared");
+  // An annotation that is not a project name is ignored: the namespace's project counts.
+  PodObject odd = Annotated(Pod("ns1", "odd", "n1", kTs), A("n1", kTs, {0}), *catalog_, "shared");
+  odd.annotations["gpu.themelio.io/project"] = std::string("bad\x01name");
+  state_.ApplyPod(odd);
+  EXPECT_EQ(state_.project(state_.FindPod("ns1/odd")->project).name, "shared");
   ExpectClean();
 }
 
@@ -976,7 +1093,7 @@ TEST_F(ClusterStateTest, StateRebuiltFromAnnotationsEqualsTheStateThatWroteThem)
                       o.resource, o.sharing == Sharing::kExclusive ? static_cast<int64_t>(a.units.size())
                                                                    : a.amount_per_unit);
     batch.pods.push_back(Annotated(p, a, *catalog_, claim.project));
-    ASSERT_TRUE(state_.Confirm(claim.key).ok());
+    ASSERT_TRUE(state_.Confirm(PodIdOf(claim.uid, claim.key)).ok());
   }
   // Pods of other kinds in the list change nothing.
   batch.pods.push_back(Pod("a", "web", "n1"));
@@ -1038,7 +1155,7 @@ TEST_F(ClusterStateTest, SummaryAndOwnedIndexFollowEveryChange) {
   ASSERT_TRUE(state_.Reserve(Claim("a", "t3"), A("n1", kTs, {0})).ok());
   EXPECT_EQ(Offer("n1", kTs).summary.Owned(a)->with_room, 0);
   EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 0);
-  ASSERT_TRUE(state_.Release("a/t1"));
+  ASSERT_TRUE(state_.Release(Uid("a", "t1")));
   EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 1);
   // An exclusive GPU counts as held on the node, not as room for anyone.
   ASSERT_TRUE(state_.Reserve(Claim("b", "g"), A("n1", kGpu, {1})).ok());
@@ -1054,7 +1171,10 @@ TEST_F(ClusterStateTest, SummaryAndOwnedIndexFollowEveryChange) {
   // Back again: the held unit has room for project a once more.
   ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 8}, {kGpu, 2}})));
   EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 1);
-  for (const char* pod : {"a/t0", "a/t2", "a/t3", "b/g"}) ASSERT_TRUE(state_.Release(pod));
+  for (const auto& [ns, pod] : {std::pair<const char*, const char*>{"a", "t0"}, {"a", "t2"},
+                                {"a", "t3"}, {"b", "g"}}) {
+    ASSERT_TRUE(state_.Release(Uid(ns, pod)));
+  }
   EXPECT_EQ(state_.OwnedUnitsWithRoom(a, ts), 0);
   EXPECT_EQ(state_.FindNode("n1")->held_units, 0);
   EXPECT_EQ(Offer("n1", kTs).summary.empty_units, 2);
@@ -1103,7 +1223,7 @@ TEST_F(ClusterStateTest, RoomRowsFollowNodesAndTheirUnits) {
   state_.RemoveNode("n1");
   EXPECT_EQ(row("n1", kTs).availability, Availability::kNodeUnknown);
   ExpectClean();
-  ASSERT_TRUE(state_.Release("a/t0"));
+  ASSERT_TRUE(state_.Release(Uid("a", "t0")));
   EXPECT_EQ(state_.FindNode("n1"), nullptr);
   ExpectClean();
   ASSERT_TRUE(state_.ApplyNode(Node("n3", {{kGpu, 1}})));

@@ -11,7 +11,8 @@
 # kubernetes-models (tests/deploy/validate.js), the Dockerfile against the project's own build
 # scripts and Debian's package metadata.
 # Every check prints one PASS/FAIL/SKIP line; the last line is "N passed, M failed[, K skipped]".
-# Exit status is non-zero when any check failed.
+# Exit status is non-zero when any check failed or was skipped (a check that could not run
+# for want of a prerequisite is not a pass).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 REPO="$(pwd)"
@@ -24,7 +25,7 @@ finish() {
   local line="${passed} passed, ${failed} failed"
   ((skipped)) && line+=", ${skipped} skipped"
   echo "$line"
-  ((failed == 0))
+  ((failed == 0 && skipped == 0))
   exit $?
 }
 

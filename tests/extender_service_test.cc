@@ -6,6 +6,7 @@
 #include "extender/extender_service.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -141,18 +142,34 @@ class FakeBinder : public Binder {
     BindTarget target;
     std::map<std::string, std::string> annotations;
   };
-  absl::Status Bind(const BindTarget& target,
-                    const std::map<std::string, std::string>& annotations) override {
-    absl::MutexLock lock(&mu_);
-    calls_.push_back(Call{target, annotations});
-    // A CondVar, not Mutex::Await: absl evaluates an Await condition inside its own
-    // (uninstrumented) code, where ThreadSanitizer cannot see that mu_ is held.
-    while (held_) released_.Wait(&mu_);
-    return result_;
+  BindResult Bind(const BindTarget& target,
+                  const std::map<std::string, std::string>& annotations) override {
+    std::function<void(const Call&)> during;
+    BindResult result;
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(Call{target, annotations});
+      // While held, wait (an API call in flight). A CondVar, not Mutex::Await: absl evaluates
+      // an Await condition inside its own (uninstrumented) code, where ThreadSanitizer cannot
+      // see that mu_ is held.
+      while (held_) released_.Wait(&mu_);
+      during = during_;
+      result = result_;
+    }
+    if (during) during(Call{target, annotations});  // what happens while the POST is out
+    return result;
   }
+  // OK: bound; an error: definitely not bound.
   void SetResult(absl::Status s) {
+    SetResult(s.ok() ? BindResult::Bound() : BindResult::NotBound(std::move(s)));
+  }
+  void SetResult(BindResult r) {
     absl::MutexLock lock(&mu_);
-    result_ = std::move(s);
+    result_ = std::move(r);
+  }
+  void SetDuring(std::function<void(const Call&)> during) {
+    absl::MutexLock lock(&mu_);
+    during_ = std::move(during);
   }
   // While held, Bind records its call and then waits (an API call in flight).
   void Hold(bool held) {
@@ -167,7 +184,8 @@ class FakeBinder : public Binder {
 
  private:
   absl::Mutex mu_;
-  absl::Status result_ ABSL_GUARDED_BY(mu_);
+  BindResult result_ ABSL_GUARDED_BY(mu_) = BindResult::Bound();
+  std::function<void(const Call&)> during_ ABSL_GUARDED_BY(mu_);
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar released_;
@@ -465,7 +483,7 @@ TEST_F(ExtenderServiceTest, RepeatedCandidateListsFollowNodeChanges) {
   // A relist replaces every node object: the remembered pointers must not be used.
   ObjectBatch batch;
   batch.nodes = NodesOf(Protocol("nodelist-2-gpu-nodes.json"));
-  mirror_.ReplaceAll(batch);
+  mirror_.ReplaceAll(batch, absl::Now());
   EXPECT_EQ(unknown(), std::set<std::string>{"gpu-node-c"});
   EXPECT_EQ(ReadFilterAnswer(service_->Filter(body)).passed,
             std::vector<std::string>{"gpu-node-a"});
@@ -492,6 +510,35 @@ TEST_F(ExtenderServiceTest, PodWithoutCatalogResourcePassesEveryNodeUntouched) {
   EXPECT_TRUE(binder_.calls()[0].annotations.empty());
   EXPECT_EQ(binder_.calls()[0].target.node, "gpu-node-b");
   EXPECT_EQ(service_->DebugStateJson(), before);
+}
+
+// What a user expects of a pod that asks for no catalog resource (it reaches bind when it
+// names a managed resource with quantity 0, or when managedResources is empty): the extender
+// binds it as kube-scheduler's default binder would, wherever kube-scheduler put it. Filter
+// passes every node for such a pod, known or not (I6), so bind does not refuse a node the
+// mirror does not know: nothing of ours is reserved there, and whether the node exists is the
+// API server's business, as for the default binder (docs in README "How it decides").
+TEST_F(ExtenderServiceTest, PodWithoutCatalogResourceBindsOntoANodeTheMirrorDoesNotKnow) {
+  LoadExampleNodes();
+  const std::string before = service_->DebugStateJson();
+  for (const auto& [name, requests] :
+       std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"web", {{"cpu", "1"}}}, {"zero", {{kMig, "0"}}}}) {
+    const std::string uid = "uid-" + name;
+    ASSERT_EQ(service_->Filter(NamesBody(PodJson(name, uid, requests), {"node-zzz"})).status, 200);
+    VerbResult r = service_->Bind(BindBody(name, uid, "node-zzz"));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.outcome, "ok");
+    EXPECT_EQ(r.body, R"({"Error":""})") << name;
+  }
+  ASSERT_EQ(binder_.calls().size(), 2u);
+  for (const FakeBinder::Call& call : binder_.calls()) {
+    EXPECT_EQ(call.target.node, "node-zzz");
+    EXPECT_TRUE(call.annotations.empty()) << "no unit annotations: nothing of ours was chosen";
+    EXPECT_FALSE(call.target.pod_uid.empty()) << "the Binding carries the UID precondition";
+  }
+  EXPECT_EQ(service_->DebugStateJson(), before) << "the mirror is untouched";
+  EXPECT_EQ(NodeCount(), 2u) << "no node invented";
 }
 
 TEST_F(ExtenderServiceTest, TwoTicketPodIsUnresolvableEverywhere) {
@@ -536,6 +583,9 @@ TEST_F(ExtenderServiceTest, PrioritizeAnswersBareArrayForEveryInputNode) {
         hosts.push_back(n["metadata"]["name"].GetString());
       }
     }
+    // Both nodes are candidates in every file: an empty answer must not pass the loops below.
+    ASSERT_EQ(std::set<std::string>(hosts.begin(), hosts.end()),
+              (std::set<std::string>{"gpu-node-a", "gpu-node-b"}));
     VerbResult r = service_->Prioritize(body);
     ASSERT_EQ(r.status, 200) << r.body;
     rapidjson::Document out = Json(r.body);
@@ -558,11 +608,14 @@ TEST_F(ExtenderServiceTest, PrioritizeAnswersBareArrayForEveryInputNode) {
       const PodRequest req = ResolvePodRequest(s.catalog(), pod, "ml-team");
       return MakePolicy("affinity-pack").value()->Score(s, req, *s.FindNode("gpu-node-a"));
     });
+    int scored_a = 0;
     for (const auto& e : out.GetArray()) {
       if (std::string(e["Host"].GetString()) == "gpu-node-a") {
         EXPECT_EQ(e["Score"].GetInt64(), want);
+        ++scored_a;
       }
     }
+    EXPECT_EQ(scored_a, 1);
   }
 }
 
@@ -710,6 +763,113 @@ TEST_F(ExtenderServiceTest, FailedRetryOfABoundPodDoesNotReleaseItsUnit) {
   ASSERT_NE(FindPodCopy("ml-team/p", &after), nullptr) << "the bound pod's ticket was released";
   EXPECT_EQ(after.assignment, bound.assignment);
   EXPECT_EQ(Usage("ml-team", kMigShared), 1);
+}
+
+// The pod as the watch shows it once `call`'s binding committed.
+PodObject BoundPod(const FakeBinder::Call& call) {
+  PodObject pod;
+  pod.name = call.target.pod_name;
+  pod.namespace_name = call.target.pod_namespace;
+  pod.uid = call.target.pod_uid;
+  pod.node_name = call.target.node;
+  pod.phase = "Running";
+  pod.annotations = call.annotations;
+  return pod;
+}
+
+// Issue 12, finding 1: a bind whose outcome is unknown (the POST may have committed) never
+// frees its unit; the holding stays, unconfirmed, until the API server's objects settle it.
+TEST_F(ExtenderServiceTest, UnknownBindOutcomeKeepsTheUnitHeldUntilTheApiSettlesIt) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.SetResult(BindResult::Unknown(absl::DeadlineExceededError("timed out")));
+  VerbResult r = service_->Bind(BindBody("p", "uid-p", "one"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.outcome, "error");
+  EXPECT_EQ(Json(r.body)["Error"].GetString(), std::string("binding outcome unknown: timed out"));
+  PodRecord held;
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr) << "an ambiguous bind freed its unit";
+  EXPECT_EQ(held.source, HoldingSource::kReserved);
+  EXPECT_NE(held.unconfirmed_since, absl::InfinitePast());
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+
+  // The unit is not handed out again while p may be bound on it.
+  binder_.SetResult(absl::OkStatus());
+  const std::string error = Place("q", "uid-q", {{kMig, "1"}}, "one");
+  EXPECT_TRUE(absl::StartsWith(error, "binding rejected: one: ")) << error;
+  EXPECT_EQ(binder_.calls().size(), 1u);
+
+  // The watch shows that p's binding committed: the holding is confirmed, nothing doubled.
+  const FakeBinder::Call first = binder_.calls()[0];
+  mirror_.Write([&](ClusterState& s) { s.ApplyPod(BoundPod(first)); });
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+  EXPECT_TRUE(Audit().problems.empty());
+}
+
+// A relist listed after the unknown outcome (and after any POST of it could still commit)
+// that shows the pod still pending settles it: no binding of it committed, the unit is free
+// again.
+TEST_F(ExtenderServiceTest, RelistAfterAnUnknownBindOutcomeFreesTheUnitOfAPendingPod) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.SetResult(BindResult::Unknown(absl::UnavailableError("connection reset")));
+  ASSERT_EQ(Json(service_->Bind(BindBody("p", "uid-p", "one")).body)["Error"].GetString(),
+            std::string("binding outcome unknown: connection reset"));
+  const absl::Time outcome_at = absl::Now();
+  ObjectBatch relist;
+  relist.nodes.push_back(MakeNode("one", {{kMig, {1, 1}}}));
+  PodObject pending = BoundPod(binder_.calls()[0]);
+  pending.node_name.clear();
+  pending.phase = "Pending";
+  relist.pods.push_back(pending);
+  mirror_.ReplaceAll(relist, outcome_at - absl::Seconds(1));  // may predate a commit: kept
+  PodRecord held;
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  // Listed just after the outcome: a POST without answer may still commit, kept.
+  mirror_.ReplaceAll(relist, outcome_at + absl::Seconds(5));
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  // Listed when no POST of it can still be in flight: the API's word.
+  mirror_.ReplaceAll(relist, absl::Now() + Mirror::kInFlightBindGrace + absl::Seconds(1));
+  EXPECT_EQ(FindPodCopy("ml-team/p", &held), nullptr);
+  binder_.SetResult(absl::OkStatus());
+  EXPECT_EQ(Place("q", "uid-q", {{kMig, "1"}}, "one"), "");
+}
+
+// kube-scheduler retries a pod whose bind outcome was unknown: onto the same node it repeats
+// the same binding (so that a committed first one reads back as ours) and confirms it.
+TEST_F(ExtenderServiceTest, RetryAfterAnUnknownOutcomeRepeatsTheSameBinding) {
+  AddNode(MakeNode("two", {{kMig, {2, 1}}}));
+  binder_.SetResult(BindResult::Unknown(absl::DeadlineExceededError("timed out")));
+  ASSERT_NE(Place("p", "uid-p", {{kMig, "1"}}, "two"), "");
+  binder_.SetResult(absl::OkStatus());
+  EXPECT_EQ(Place("p", "uid-p", {{kMig, "1"}}, "two"), "");
+  ASSERT_EQ(binder_.calls().size(), 2u);
+  EXPECT_EQ(binder_.calls()[1].annotations, binder_.calls()[0].annotations);
+  PodRecord held;
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+}
+
+// A definite "not bound" releases only the holding this call created while it is still that
+// reservation: when the watch recorded the pod bound meanwhile (kube-scheduler's earlier bind
+// of it committed), that holding stays.
+TEST_F(ExtenderServiceTest, NotBoundReleasesOnlyTheReservationThisCallStillHolds) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.SetDuring([&](const FakeBinder::Call& call) {
+    mirror_.Write([&](ClusterState& s) { s.ApplyPod(BoundPod(call)); });
+  });
+  binder_.SetResult(absl::AbortedError("Operation cannot be fulfilled: already assigned"));
+  const std::string error =
+      Json(service_->Bind(BindBody("p", "uid-p", "one")).body)["Error"].GetString();
+  EXPECT_TRUE(absl::StartsWith(error, "binding rejected: ")) << error;
+  PodRecord held;
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr) << "a holding the watch confirmed was freed";
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
 }
 
 TEST_F(ExtenderServiceTest, BindOfUnseenPodOrWrongUidIsRefused) {
@@ -913,10 +1073,29 @@ TEST_F(ExtenderServiceTest, MalformedBodiesAre400NamingThePathAndChangeNothing) 
       {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":"u"})", "Node: missing"},
       {"bind", R"({"PodName":"p","PodNamespace":"","PodUID":"u","Node":"gpu-node-a"})",
        "PodNamespace: empty"},
+      // kube-scheduler always sends PodUID; without it the Binding cannot carry the UID
+      // precondition, and a recreated pod of the same name could be bound by mistake.
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","Node":"gpu-node-a"})", "PodUID: missing"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":null,"Node":"gpu-node-a"})",
+       "PodUID: missing"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":"","Node":"gpu-node-a"})",
+       "PodUID: empty"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":7,"Node":"gpu-node-a"})",
+       "PodUID: must be a string, got number"},
+      {"bind", absl::StrCat(R"({"PodName":"p","PodNamespace":"ml-team","PodUID":")",
+                            std::string(300, 'u'), R"(","Node":"gpu-node-a"})"),
+       "PodUID: longer than 253 bytes"},
+      {"bind", R"({"PodName":"p","PodNamespace":"ml-team","PodUID":"\u0001ml-team/p","Node":"n"})",
+       R"(PodUID: "\001ml-team/p" contains a control character)"},
       {"preempt", "nul", "body: "},
       {"preempt", R"({"NodeNameToMetaVictims":{}})", "Pod: missing"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":5}]}}})"),
        R"(NodeNameToMetaVictims["n"].Pods[0].UID: must be a string, got number)"},
+      // An empty victim UID names no pod: echoing it would evict nothing we decided on.
+      {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":""}]}}})"),
+       R"(NodeNameToMetaVictims["n"].Pods[0].UID: empty)"},
+      {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToVictims":{"n":{"Pods":[{"metadata":{"uid":""}}]}}})"),
+       R"(NodeNameToVictims["n"].Pods[0].metadata.uid: empty)"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"n":{"Pods":[],"NumPDBViolations":"x"}}})"),
        R"(NodeNameToMetaVictims["n"].NumPDBViolations: must be an integer, got string)"},
       {"preempt", absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToVictims":{"n":{"Pods":[{"spec":{}}]}}})"),

@@ -3,7 +3,8 @@
 // Random clusters (MIG layouts with time-sliced small profiles at 2-7 replicas, exclusive MIG
 // slices, whole GPUs, MPS with and without single-project units) receive random streams of
 // pod arrivals from six projects (resolve -> FilterNodes over the candidates -> Score -> best
-// node -> Mirror::ReserveWith with the policy's ChooseUnits), deletions, node count changes,
+// node -> Mirror::ReserveWith with the policy's ChooseUnits), reservations the policy would
+// not choose (any units, checked against the ledger), deletions, node count changes,
 // quota changes, two-ticket pods, GPU-less pods and preemption what-ifs. After every step an
 // independent checker (tests/testing/invariant_checker.h), which keeps its own ledger, asserts
 // I1-I6 and cross-checks the mirror (same holdings, same usage, Audit() agreeing). Every
@@ -171,6 +172,8 @@ class RandomRun {
   }
 
   int64_t placements() const { return placements_; }
+  int64_t arbitrary_committed() const { return arbitrary_committed_; }
+  int64_t arbitrary_refused() const { return arbitrary_refused_; }
   int64_t rejections() const { return rejections_; }
   int64_t spills() const { return spills_; }
 
@@ -183,6 +186,8 @@ class RandomRun {
   OfferingId Id(const std::string& resource) const { return catalog_->Find(resource)->id; }
 
   std::string Project(int i) const { return absl::StrCat("proj-", i); }
+  // MakePod's UID of the pod `namespace/name`.
+  static std::string UidOf(const std::string& key) { return key.substr(key.find('/') + 1) + "-uid"; }
   std::string Namespace(int i) const { return absl::StrCat("team-", i); }
 
   void BuildCluster() {
@@ -325,6 +330,8 @@ class RandomRun {
       TwoTickets();
     } else if (r < arrive + remove + 20) {
       NoGpuPod();
+    } else if (r < arrive + remove + 25) {
+      ArbitraryReservation();
     } else {
       EvictionWhatIf();
     }
@@ -467,6 +474,65 @@ class RandomRun {
     placed_.push_back(pod.Key());
   }
 
+  // A reservation the policy would not choose (any offering, node and units, some beyond
+  // what the node advertises): Reserve must commit it exactly when the checker's own ledger
+  // admits it (I1 capacity and draining units, I2 owner, I4 quota), so its refusal paths are
+  // exercised and cross-checked, not only the policy's good choices.
+  void ArbitraryReservation() {
+    const int project = static_cast<int>(rng_.Uniform(0, kProjects - 1));
+    const Offering& o = catalog_->offerings()[static_cast<size_t>(
+        rng_.Uniform(0, static_cast<int64_t>(catalog_->size()) - 1))];
+    // Mostly a node that advertises the offering (so capacity, owner and quota decide), else
+    // any node.
+    std::vector<size_t> with;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].resources.count(o.resource) != 0) with.push_back(i);
+    }
+    const NodeSpec& spec =
+        !with.empty() && rng_.Chance(85)
+            ? nodes_[rng_.Pick(with)]
+            : nodes_[static_cast<size_t>(rng_.Uniform(0, static_cast<int64_t>(nodes_.size()) - 1))];
+    auto max_units = spec.max_units.find(o.resource);
+    const int32_t top = max_units == spec.max_units.end() ? 1 : max_units->second;
+    Assignment a;
+    a.node = spec.name;
+    a.offering = o.id;
+    const int64_t n = o.sharing == Sharing::kExclusive ? rng_.Uniform(1, 2) : 1;
+    std::set<int32_t> units;
+    while (static_cast<int64_t>(units.size()) < n) {
+      units.insert(static_cast<int32_t>(rng_.Uniform(0, top)));  // `top`: beyond the advertised
+    }
+    a.units.assign(units.begin(), units.end());
+    a.amount_per_unit =
+        o.sharing == Sharing::kMps ? static_cast<int32_t>(rng_.Uniform(1, o.replicas)) : 1;
+    const std::string key = absl::StrCat(Namespace(project), "/pod-", next_pod_++);
+    last_action_ = absl::StrCat("arbitrary reservation ", key, " (", Project(project), ") on ",
+                                spec.name, " ", o.resource, " units [",
+                                absl::StrJoin(a.units, ","), "] x", a.amount_per_unit);
+    const std::vector<std::string> refusals = checker_.CheckPlacement(key, Project(project), a, {});
+    PodClaim claim;
+    claim.key = key;
+    claim.uid = UidOf(key);
+    claim.namespace_name = Namespace(project);
+    claim.project = Project(project);
+    absl::StatusOr<Assignment> got =
+        mirror_.ReserveWith(claim, [&](const ClusterState&) { return a; });
+    if (got.ok() != refusals.empty()) {
+      Fail(got.ok() ? absl::StrCat("Reserve committed what the ledger refuses: ",
+                                   absl::StrJoin(refusals, "; "))
+                    : absl::StrCat("Reserve refused what the ledger admits: ",
+                                   got.status().ToString()));
+      return;
+    }
+    if (!got.ok()) {
+      ++arbitrary_refused_;
+      return;
+    }
+    ++arbitrary_committed_;
+    Expect(checker_.RecordPlacement(key, Project(project), a, {}));
+    placed_.push_back(key);
+  }
+
   void Deletion() {
     if (placed_.empty()) {
       Arrival();
@@ -476,7 +542,7 @@ class RandomRun {
     const std::string key = placed_[i];
     last_action_ = "deletion of " + key;
     placed_.erase(placed_.begin() + static_cast<std::ptrdiff_t>(i));
-    if (!mirror_.Release(key)) Fail("mirror released nothing for " + key);
+    if (!mirror_.Release(UidOf(key))) Fail("mirror released nothing for " + key);
     checker_.RecordRelease(key);
   }
 
@@ -556,7 +622,7 @@ class RandomRun {
     const int64_t n = rng_.Uniform(1, 3);
     for (int64_t i = 0; i < n; ++i) {
       const std::string& key = rng_.Pick(placed_);
-      evicted.insert(key);
+      evicted.insert(UidOf(key));  // the mirror knows pods by UID
       victims.insert(key);
     }
     last_action_ = absl::StrCat("eviction what-if for ", Project(project), " asking ", amount, " ",
@@ -591,6 +657,8 @@ class RandomRun {
   int64_t placements_ = 0;
   int64_t rejections_ = 0;
   int64_t spills_ = 0;
+  int64_t arbitrary_committed_ = 0;
+  int64_t arbitrary_refused_ = 0;
 };
 
 std::vector<uint64_t> Seeds() {
@@ -603,7 +671,7 @@ std::vector<uint64_t> Seeds() {
 
 void RunPolicy(const std::string& policy) {
   const int64_t steps = std::max<int64_t>(1, EnvInt("GSE_INVARIANT_STEPS", kDefaultSteps));
-  int64_t placements = 0, rejections = 0, spills = 0;
+  int64_t placements = 0, rejections = 0, spills = 0, committed = 0, refused = 0;
   for (uint64_t seed : Seeds()) {
     std::printf("[invariant] policy=%s seed=%llu steps=%lld\n", policy.c_str(),
                 static_cast<unsigned long long>(seed), static_cast<long long>(steps));
@@ -613,13 +681,20 @@ void RunPolicy(const std::string& policy) {
     placements += run.placements();
     rejections += run.rejections();
     spills += run.spills();
+    committed += run.arbitrary_committed();
+    refused += run.arbitrary_refused();
     if (!ok) return;
   }
-  std::printf("[invariant] policy=%s placements=%lld rejections=%lld spills=%lld\n",
+  std::printf("[invariant] policy=%s placements=%lld rejections=%lld spills=%lld "
+              "arbitrary_reservations committed=%lld refused=%lld\n",
               policy.c_str(), static_cast<long long>(placements),
-              static_cast<long long>(rejections), static_cast<long long>(spills));
-  // The stream must actually exercise placement, not only rejections.
+              static_cast<long long>(rejections), static_cast<long long>(spills),
+              static_cast<long long>(committed), static_cast<long long>(refused));
+  // The stream must actually exercise placement, not only rejections, and Reserve's
+  // refusal paths as well as its commits of choices the policy would not make.
   EXPECT_GT(placements, steps / 10);
+  EXPECT_GT(committed, 0);
+  EXPECT_GT(refused, steps / 100);
 }
 
 TEST(InvariantRandomTest, AffinityPack) { RunPolicy("affinity-pack"); }

@@ -604,6 +604,22 @@ TEST(HostileObjectTest, NameRules) {
               HasSubstr("contains a control character"));
 }
 
+// The mirror identifies pods by UID and keys pods without one as "\x01namespace/name"
+// (PodIdOf): a UID may be absent, but never long or with a control character inside.
+TEST(HostileObjectTest, UidRules) {
+  absl::StatusOr<PodObject> ok = PodFromJson(R"({"metadata":{"name":"p","namespace":"n","uid":"6f0c3a8e-2b1d"}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->uid, "6f0c3a8e-2b1d");
+  EXPECT_TRUE(PodFromJson(R"({"metadata":{"name":"p","namespace":"n"}})").ok());
+  EXPECT_EQ(ErrorOf(PodFromJson(R"({"metadata":{"name":"p","namespace":"n","uid":"\u0001n/p"}})")),
+            R"(Pod.metadata.uid: "\001n/p" contains a control character)");
+  EXPECT_THAT(ErrorOf(PodFromJson(absl::StrCat(R"({"metadata":{"name":"p","namespace":"n","uid":")",
+                                               std::string(kMaxNameBytes + 1, 'u'), R"("}})"))),
+              AllOf(StartsWith("Pod.metadata.uid: "), HasSubstr("is longer than 253 bytes")));
+  EXPECT_EQ(UidProblem("ok-uid"), "");
+  EXPECT_THAT(UidProblem(std::string("a\x7f", 2)), HasSubstr("control character"));
+}
+
 TEST(HostileObjectTest, UnicodeAndNulInsideValues) {
   // Unicode names pass through byte for byte, escaped or literal.
   absl::StatusOr<PodObject> pod = PodFromJson(

@@ -275,7 +275,7 @@ TEST_F(ReflectorTest, ResyncRepairsDriftAndLogsWhatDiffered) {
   ASSERT_TRUE(reflector_->WaitForSync(absl::Seconds(5)));
   // Something corrupts the cache: a holder vanishes and a node is forgotten.
   mirror_->Write([](ClusterState& s) {
-    s.RemovePod("team-a/nb-0");
+    s.RemovePod(s.FindPod("team-a/nb-0")->uid, "team-a/nb-0");
     s.RemoveNode("gpu-node-b");
   });
   ASSERT_FALSE(MirrorHasPod("team-a/nb-0"));
@@ -302,6 +302,39 @@ TEST_F(ReflectorTest, ResyncRepairsDriftAndLogsWhatDiffered) {
   EXPECT_EQ(reflector_->counters().drift_repairs, 2);
 }
 
+// The watch's DELETED event names the pod's UID: deleting the old pod of a name never frees
+// what a recreated pod of the same name (another UID) holds (issue 12, finding 2).
+TEST_F(ReflectorTest, DeletedEventRemovesOnlyThePodWithItsUid) {
+  StartReflector();
+  ASSERT_TRUE(reflector_->WaitForSync(absl::Seconds(5)));
+  const std::string old_uid =
+      mirror_->Read([](const ClusterState& s) { return s.FindPod("team-a/nb-0")->uid; });
+  // team-a/nb-0 was recreated (new UID) and bound by us onto its project's own unit while the
+  // watch still shows the old pod.
+  const std::string new_uid = "0b1e0c5e-recreated-nb-0";
+  mirror_->Write([&](ClusterState& s) {
+    const Offering* o = s.catalog().Find("nvidia.com/mig-1g.5gb.shared");
+    ASSERT_TRUE(s.Reserve(PodClaim{"team-a/nb-0", new_uid, "team-a", "team-a"},
+                          Assignment{"mig-a", o->id, {0}, 1})
+                    .ok());
+    ASSERT_TRUE(s.Confirm(new_uid).ok());
+    EXPECT_EQ(s.FindNode("mig-a")->Find(o->id)->units[0].used, 2) << "two pods, two tickets";
+  });
+  // Now the old pod's deletion arrives.
+  ASSERT_TRUE(fake_->Delete("pods", "team-a", "nb-0"));
+  ASSERT_TRUE(Eventually([&] {
+    return mirror_->Read([&](const ClusterState& s) { return s.FindPodByUid(old_uid) == nullptr; });
+  }));
+  mirror_->Read([&](const ClusterState& s) {
+    const Offering* o = s.catalog().Find("nvidia.com/mig-1g.5gb.shared");
+    const PodRecord* kept = s.FindPodByUid(new_uid);
+    ASSERT_NE(kept, nullptr) << "the recreated pod's holding went with the old pod's deletion";
+    EXPECT_EQ(kept->assignment.units, std::vector<int32_t>{0});
+    EXPECT_EQ(s.FindNode("mig-a")->Find(o->id)->units[0].used, 1);
+    EXPECT_THAT(s.Audit().problems, ::testing::IsEmpty());
+  });
+}
+
 TEST_F(ReflectorTest, StalePendingStateOfAPodWeBoundIsNotApplied) {
   StartReflector();
   ASSERT_TRUE(reflector_->WaitForSync(absl::Seconds(5)));
@@ -315,7 +348,7 @@ TEST_F(ReflectorTest, StalePendingStateOfAPodWeBoundIsNotApplied) {
     a.units = {4};
     uid = "ff88a4c8-b864-4061-8738-bb5f0d63b1ed";
     ASSERT_TRUE(s.Reserve(PodClaim{"team-a/nb-1", uid, "team-a", "team-a"}, a).ok());
-    ASSERT_TRUE(s.Confirm("team-a/nb-1").ok());
+    ASSERT_TRUE(s.Confirm(uid).ok());
   });
   // ...then the watch delivers a state of the pod from before the bind (still pending).
   ASSERT_TRUE(fake_->Mutate("pods", "team-a", "nb-1", [](rapidjson::Document& d) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -195,7 +196,10 @@ TEST(MetricsTest, TimeSlicedPlacementsCountOwnAndNewUnits) {
 }
 
 TEST(MetricsTest, ExpositionPassesPromtool) {
-  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "promtool not installed";
+  // promtool from PATH (scripts/setup.sh installs it); missing, the test fails: it must not
+  // pass without having checked anything.
+  ASSERT_EQ(std::system("command -v promtool >/dev/null 2>&1"), 0)
+      << "promtool not found on PATH (scripts/setup.sh installs it)";
   ExtenderMetrics m;
   m.ObserveRequest("filter", 200, "ok", 0.001);
   m.ObserveRequest("prioritize", 503, "error", 0.0001);
@@ -220,7 +224,7 @@ TEST(MetricsTest, ExpositionPassesPromtool) {
   ASSERT_GE(fd, 0);
   close(fd);
   { std::ofstream(path) << text; }
-  FILE* pipe = popen(absl::StrCat("/usr/bin/promtool check metrics < ", path, " 2>&1").c_str(), "r");
+  FILE* pipe = popen(absl::StrCat("promtool check metrics < ", path, " 2>&1").c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
   char buf[512];
@@ -244,8 +248,8 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
 
   int time_sliced = 0;
   for (const Offering& o : Catalog::BuiltIn().offerings()) {
-    for (const char* outcome :
-         {"bound", "unit_taken", "quota", "no_fit", "api_error", "client_throttled"}) {
+    for (const char* outcome : {"bound", "unit_taken", "quota", "no_fit", "api_error",
+                                "api_unknown", "client_throttled"}) {
       EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", o.resource}, {"outcome", outcome}}), 0)
           << o.resource << " " << outcome;
     }
@@ -263,8 +267,8 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
         << o.resource;
   }
   EXPECT_GT(time_sliced, 0);
-  for (const char* outcome : {"not_synced", "unknown_pod", "bad_request", "api_error",
-                              "client_throttled", "overloaded"}) {
+  for (const char* outcome : {"not_synced", "not_leader", "unknown_pod", "bad_request",
+                              "api_error", "api_unknown", "client_throttled", "overloaded"}) {
     EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", "none"}, {"outcome", outcome}}), 0) << outcome;
   }
   for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
@@ -419,7 +423,7 @@ TEST(MetricsTest, MirrorGaugesCountUnitsProjectsAndPodSources) {
 
   // The other scheduler's pod ends and team-a's quota is dropped: no stale series remain.
   mirror.Write([&](ClusterState& s) {
-    s.RemovePod("team-b/c");
+    s.RemovePod(s.FindPod("team-b/c")->uid, "team-b/c");
     s.RemoveQuota("team-a", "gpu");
   });
   mirror_metrics.Refresh();

@@ -72,15 +72,26 @@ ObjectBatch Cluster(int64_t n1_ts_units = 2) {
     q.namespace_name = absl::StrCat("ns", p);
     q.name = "gpu";
     q.hard_milli["requests.nvidia.com/gpu"] = 2000;                // 2 GPUs
-    q.hard_milli["requests.nvidia.com/mig-1g.5gb.shared"] = 3000;  // 3 tickets = 1 slice
+    // 4 tickets at 3 per slice: 2 slices (rounding down would allow 1, a ticket count 4).
+    q.hard_milli["requests.nvidia.com/mig-1g.5gb.shared"] = 4000;
     q.hard_milli["requests.nvidia.com/gpu.mps"] = 3000;            // 3 shares
     b.quotas.push_back(q);
   }
   return b;
 }
 
+// Each project's quota in usage units, worked out here from Cluster()'s ResourceQuota (not
+// read from the code under test): GPUs, slices (ceil(4 tickets / 3)), MPS shares; -1 = none.
+int64_t ExpectedQuota(const std::string& resource) {
+  if (resource == kGpu) return 2;
+  if (resource == kTs) return 2;
+  if (resource == kMps) return 3;
+  return -1;
+}
+
 // An independent check of I1, I2 and I4 from the units' holders and the pod records (not
-// using Audit), so a bug in Audit cannot hide a bug in Reserve.
+// using Audit, nor the state's quota), so a bug in Audit or in the quota's conversion cannot
+// hide a bug in Reserve.
 std::vector<std::string> CheckInvariants(const ClusterState& s) {
   std::vector<std::string> bad;
   std::map<std::pair<std::string, OfferingId>, int64_t> usage;
@@ -92,9 +103,9 @@ std::vector<std::string> CheckInvariants(const ClusterState& s) {
         std::map<std::string, int64_t> projects;
         for (const Holding& h : u.holders) {
           sum += h.amount;
-          const PodRecord* rec = s.FindPod(h.pod_key);
+          const PodRecord* rec = s.FindPodById(h.pod_id);
           if (rec == nullptr) {
-            bad.push_back(absl::StrCat("holder ", h.pod_key, " has no record"));
+            bad.push_back(absl::StrCat("holder ", h.pod_id, " has no record"));
             continue;
           }
           projects[s.project(rec->project).name] += h.amount;
@@ -119,7 +130,7 @@ std::vector<std::string> CheckInvariants(const ClusterState& s) {
     }
   }
   for (const auto& [key, use] : usage) {
-    const int64_t quota = s.Quota(s.FindProject(key.first), key.second);
+    const int64_t quota = ExpectedQuota(s.catalog().Get(key.second).resource);
     if (quota >= 0 && use > quota) {
       bad.push_back(absl::StrCat(key.first, " over quota of ", s.catalog().Get(key.second).resource));
     }
@@ -188,15 +199,38 @@ TEST(MirrorTest, ReserveWithCommitsTheChosenAssignmentOrNothing) {
   EXPECT_EQ(ok->units, std::vector<int32_t>{1});
   EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.FindPod("ns0/a")->source; }),
             HoldingSource::kReserved);
-  EXPECT_TRUE(mirror.Confirm("ns0/a").ok());
+  EXPECT_TRUE(mirror.Confirm("uid-a").ok());
   EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.FindPod("ns0/a")->source; }),
             HoldingSource::kConfirmed);
-  EXPECT_EQ(mirror.Confirm("ns0/zzz").code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(mirror.Release("ns0/a"));
-  EXPECT_FALSE(mirror.Release("ns0/a"));
+  EXPECT_EQ(mirror.Confirm("uid-zzz").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(mirror.Confirm("ns0/a").code(), absl::StatusCode::kNotFound) << "pods go by UID";
+  EXPECT_TRUE(mirror.Release("uid-a"));
+  EXPECT_FALSE(mirror.Release("uid-a"));
 }
 
-TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
+// A time-sliced quota counts tickets; a project may own ceil(hard / replicas) slices: with 4
+// tickets at 3 per slice, a second slice is allowed and a third refused.
+TEST(MirrorTest, TicketQuotaRoundsUpToWholeSlices) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId ts = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kTs)->id; });
+  auto reserve = [&](const std::string& name, const std::string& node, int32_t unit) {
+    return mirror
+        .ReserveWith(PodClaim{"ns0/" + name, name + "-uid", "ns0", ""},
+                     [&](const ClusterState&) -> absl::StatusOr<Assignment> {
+                       return Assignment{node, ts, {unit}, 1};
+                     })
+        .status();
+  };
+  EXPECT_TRUE(reserve("a", "n0", 0).ok());
+  EXPECT_TRUE(reserve("b", "n0", 1).ok()) << "4 tickets allow a second slice of 3";
+  const absl::Status third = reserve("c", "n1", 0);
+  EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition) << third;
+  EXPECT_THAT(std::string(third.message()), ::testing::HasSubstr("quota")) << third;
+  EXPECT_TRUE(reserve("d", "n0", 0).ok()) << "a ticket on an owned slice costs no quota";
+}
+
+TEST(MirrorTest, ReplaceAllKeepsWhatTheListCannotShowYet) {
   Mirror mirror(TestCatalog(), MirrorOptions{});
   mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
   const OfferingId gpu = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kGpu)->id; });
@@ -209,15 +243,21 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   };
   ASSERT_TRUE(reserve("ns0", "inflight", Assignment{"n0", gpu, {0}, 1}).ok());
   ASSERT_TRUE(reserve("ns0", "confirmed", Assignment{"n0", gpu, {1}, 1}).ok());
-  // Bound by us long ago: a list that does not show it means the pod was deleted.
+  // Bound by us before the list was requested: a list that does not show it means the pod
+  // was deleted.
+  const absl::Time listed_at = absl::Now();
   ASSERT_TRUE(mirror
-                  .Write([](ClusterState& s) {
-                    return s.Confirm("ns0/confirmed", absl::Now() - absl::Minutes(10));
+                  .Write([&](ClusterState& s) {
+                    return s.Confirm("confirmed-uid", listed_at - absl::Seconds(1));
                   })
                   .ok());
-  // Bound by us just now: the pod may have been created after the list was taken.
+  // Bound by us after it: the pod may have been created after the list was taken.
   ASSERT_TRUE(reserve("ns3", "recent", Assignment{"n0", gpu, {2}, 1}).ok());
-  ASSERT_TRUE(mirror.Confirm("ns3/recent").ok());
+  ASSERT_TRUE(mirror
+                  .Write([&](ClusterState& s) {
+                    return s.Confirm("recent-uid", listed_at + absl::Milliseconds(1));
+                  })
+                  .ok());
   ASSERT_TRUE(reserve("ns1", "bound", Assignment{"n1", ts, {1}, 1}).ok());
   EXPECT_FALSE(reserve("ns2", "lost", Assignment{"n1", ts, {1}, 1}).ok()) << "p1 owns that slice";
   ASSERT_TRUE(reserve("ns2", "other", Assignment{"n1", ts, {0}, 1}).ok());
@@ -237,7 +277,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   bound.phase = "Running";
   bound.annotations = AssignmentAnnotations(Assignment{"n1", ts, {1}, 1}, *TestCatalog(), "p1");
   relist.pods.push_back(bound);
-  mirror.ReplaceAll(relist);
+  mirror.ReplaceAll(relist, listed_at);
 
   mirror.Read([&](const ClusterState& s) {
     ASSERT_NE(s.FindPod("ns0/inflight"), nullptr) << "reservation of a bind in flight survives";
@@ -258,7 +298,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
 
   // A bind confirmed after the list was taken: the list shows the pod still pending.
   ASSERT_TRUE(reserve("ns3", "late", Assignment{"n0", gpu, {1}, 1}).ok());
-  ASSERT_TRUE(mirror.Confirm("ns3/late").ok());
+  ASSERT_TRUE(mirror.Confirm("late-uid").ok());
   ObjectBatch stale = Cluster();
   PodObject late;
   late.name = "late";
@@ -267,7 +307,7 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   late.phase = "Pending";
   stale.pods.push_back(late);
   PodObject recreated = late;  // same name, another pod: its holding went with the old one
-  mirror.ReplaceAll(stale);
+  mirror.ReplaceAll(stale, absl::Now() - absl::Seconds(1));
   mirror.Read([&](const ClusterState& s) {
     ASSERT_NE(s.FindPod("ns3/late"), nullptr) << "confirmed holding kept until the watch catches up";
     EXPECT_EQ(s.FindPod("ns3/late")->source, HoldingSource::kConfirmed);
@@ -277,23 +317,103 @@ TEST(MirrorTest, ReplaceAllKeepsInFlightReservationsOnly) {
   recreated.uid = "other-uid";
   ObjectBatch newer = Cluster();
   newer.pods.push_back(recreated);
-  mirror.ReplaceAll(newer);
+  mirror.ReplaceAll(newer, absl::Now() - absl::Seconds(1));
   mirror.Read([&](const ClusterState& s) {
     EXPECT_EQ(s.FindPod("ns3/late"), nullptr) << "the pending pod is another pod now";
     EXPECT_THAT(s.Audit().problems, IsEmpty());
   });
+}
 
-  // A reservation that no longer fits after the relist is dropped, not forced in.
-  ASSERT_TRUE(mirror.Release("ns3/recent"));
-  ASSERT_TRUE(reserve("ns3", "gone", Assignment{"n0", gpu, {2}, 1}).ok());
-  ObjectBatch smaller = Cluster();
-  smaller.nodes[0].allocatable_milli[kGpu] = 2000;  // n0 lost GPU 2
-  mirror.ReplaceAll(smaller);
+// A relist carries the holdings of binds in flight over as they are: the admission rules
+// (quota, owner, capacity) were applied when they were reserved, and a bind that commits must
+// find its units still held. What the list then shows beyond the rules (a lowered quota,
+// another project's pod on the unit, a shrunk node) is an API fact for Audit to report, never
+// a reason to drop the reservation and hand its units out again (issue 12, finding 4).
+TEST(MirrorTest, ReplaceAllCarriesReservationsWithoutReapplyingAdmissionRules) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId gpu = catalog->Find(kGpu)->id;
+  const OfferingId ts = catalog->Find(kTs)->id;
+  auto reserve = [&](const std::string& ns, const std::string& name, Assignment a) {
+    return mirror
+        .ReserveWith(PodClaim{ns + "/" + name, name + "-uid", ns, ""},
+                     [&](const ClusterState&) -> absl::StatusOr<Assignment> { return a; })
+        .status();
+  };
+  ASSERT_TRUE(reserve("ns0", "quota", Assignment{"n0", gpu, {0}, 1}).ok());
+  ASSERT_TRUE(reserve("ns1", "owner", Assignment{"n1", ts, {1}, 1}).ok());
+  ASSERT_TRUE(reserve("ns3", "shrunk", Assignment{"n0", gpu, {2}, 1}).ok());
+
+  ObjectBatch relist = Cluster();
+  relist.quotas[0].hard_milli["requests.nvidia.com/gpu"] = 0;  // p0's GPU quota lowered to 0
+  relist.nodes[0].allocatable_milli[kGpu] = 2000;              // n0 lost GPU 2
+  PodObject intruder;  // p2's pod, bound on p1's reserved slice by something else
+  intruder.name = "intruder";
+  intruder.namespace_name = "ns2";
+  intruder.uid = "intruder-uid";
+  intruder.node_name = "n1";
+  intruder.phase = "Running";
+  intruder.annotations = AssignmentAnnotations(Assignment{"n1", ts, {1}, 1}, *catalog, "p2");
+  relist.pods.push_back(intruder);
+  mirror.ReplaceAll(relist, absl::Now());
+
   mirror.Read([&](const ClusterState& s) {
-    EXPECT_EQ(s.FindPod("ns3/gone"), nullptr);
-    EXPECT_NE(s.FindPod("ns0/inflight"), nullptr);
-    EXPECT_THAT(s.Audit().problems, IsEmpty());
+    for (const char* uid : {"quota-uid", "owner-uid", "shrunk-uid"}) {
+      const PodRecord* rec = s.FindPodByUid(uid);
+      ASSERT_NE(rec, nullptr) << uid << ": an in-flight reservation was dropped by the relist";
+      EXPECT_EQ(rec->source, HoldingSource::kReserved) << uid;
+    }
+    EXPECT_EQ(s.project(s.FindPodByUid("quota-uid")->project).name, "p0");
+    EXPECT_EQ(s.Usage(s.FindProject("p0"), gpu), 1) << "quota may go over, visibly";
+    EXPECT_TRUE(s.FindNode("n0")->Find(gpu)->units[2].draining) << "kept beyond allocatable";
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[2].Free(), 0);
+    EXPECT_EQ(s.FindNode("n1")->Find(ts)->units[1].holders.size(), 2u);
+    const AuditReport audit = s.Audit();
+    EXPECT_EQ(audit.over_quota_projects, 1) << absl::StrJoin(audit.problems, "; ");
+    EXPECT_EQ(audit.multi_owner_units, 1) << absl::StrJoin(audit.problems, "; ");
+    EXPECT_EQ(audit.oversubscribed_units, 0) << absl::StrJoin(audit.problems, "; ");
   });
+  // Nothing else is handed out on those units.
+  EXPECT_FALSE(reserve("ns0", "next", Assignment{"n0", gpu, {0}, 1}).ok());
+  EXPECT_FALSE(reserve("ns1", "join", Assignment{"n1", ts, {1}, 1}).ok()) << "two owners now";
+  EXPECT_FALSE(reserve("ns3", "again", Assignment{"n0", gpu, {2}, 1}).ok());
+}
+
+// A holding our own bind confirmed that a relist does not show at all was deleted, unless the
+// list may be older than the bind: the relist compares the time it was listed at with the
+// time of the bind, instead of keeping every bind of the last two minutes. A pod bound by us
+// and deleted while the watch was down must not hold its unit until the next relist (issue 12,
+// smaller risk: held-back capacity).
+TEST(MirrorTest, ReplaceAllDropsOurBindsThatTheListShouldShow) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  const OfferingId gpu = catalog->Find(kGpu)->id;
+  auto bind = [&](const std::string& name, int32_t unit, absl::Time at) {
+    ASSERT_TRUE(mirror
+                    .ReserveWith(PodClaim{"ns0/" + name, name + "-uid", "ns0", ""},
+                                 [&](const ClusterState&) -> absl::StatusOr<Assignment> {
+                                   return Assignment{"n0", gpu, {unit}, 1};
+                                 })
+                    .ok());
+    ASSERT_TRUE(mirror.Write([&](ClusterState& s) { return s.Confirm(name + "-uid", at); }).ok());
+  };
+  const absl::Time now = absl::Now();
+  bind("deleted", 0, now - absl::Seconds(30));  // bound 30 s ago, deleted while the watch was down
+  bind("fresh", 1, now);                        // bound after the list below was taken
+  mirror.ReplaceAll(Cluster(), /*listed_at=*/now - absl::Seconds(5));
+  mirror.Read([&](const ClusterState& s) {
+    EXPECT_EQ(s.FindPodByUid("deleted-uid"), nullptr)
+        << "bound before the list was taken, not listed: the pod is gone";
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[0].Free(), 1) << "its unit is free at once";
+    ASSERT_NE(s.FindPodByUid("fresh-uid"), nullptr) << "the list may predate that bind";
+    EXPECT_EQ(s.FindPodByUid("fresh-uid")->source, HoldingSource::kConfirmed);
+    EXPECT_EQ(s.FindNode("n0")->Find(gpu)->units[1].Free(), 0);
+  });
+  // The next relist, listed after the bind, settles it too.
+  mirror.ReplaceAll(Cluster(), absl::Now());
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.pods().size(); }), 0u);
 }
 
 TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAndAudits) {
@@ -313,14 +433,15 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
     std::mt19937 rng(1000 + t);
     const int project = t % kProjects;
     const std::string ns = absl::StrCat("ns", project);
-    std::vector<bool> holding(6, false);
+    std::vector<std::string> holding(6);  // the UID each slot holds under, "" when free
     for (int i = 0; i < kOpsPerWorker; ++i) {
       const int slot = static_cast<int>(rng() % holding.size());
       const std::string key = absl::StrCat(ns, "/w", t, "-", slot);
-      if (holding[slot]) {
-        if (rng() % 4 == 0) mirror.Confirm(key).IgnoreError();  // may have been relisted away
-        mirror.Release(key);
-        holding[slot] = false;
+      if (!holding[slot].empty()) {
+        // (The reservation may have been relisted away.)
+        if (rng() % 4 == 0) mirror.Confirm(holding[slot]).IgnoreError();
+        mirror.Release(holding[slot]);
+        holding[slot].clear();
         continue;
       }
       const OfferingId offering = offerings[rng() % offerings.size()];
@@ -332,7 +453,7 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
         return Choose(s, offering, amount, claim.project, rng);
       });
       if (r.ok()) {
-        holding[slot] = true;
+        holding[slot] = claim.uid;
         ++reserved;
       } else if (r.status().code() == absl::StatusCode::kFailedPrecondition ||
                  r.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -364,7 +485,7 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
     while (!done.load()) {
       ++k;
       if (k % 50 == 0) {
-        mirror.ReplaceAll(Cluster());
+        mirror.ReplaceAll(Cluster(), absl::Now());
       } else {
         mirror.Write([&](ClusterState& s) { s.ApplyNode(Node("n1", k % 2 == 0 ? 1 : 2)); });
       }
@@ -399,12 +520,12 @@ TEST(MirrorConcurrencyTest, InvariantsHoldUnderConcurrentBindsReleasesRelistsAnd
     EXPECT_THAT(CheckInvariants(s), IsEmpty());
   });
   // Releasing everything leaves every unit free and no usage.
-  std::vector<std::string> keys = mirror.Read([](const ClusterState& s) {
+  std::vector<std::string> ids = mirror.Read([](const ClusterState& s) {
     std::vector<std::string> k;
-    for (const auto& [key, pod] : s.pods()) k.push_back(key);
+    for (const auto& [id, pod] : s.pods()) k.push_back(id);
     return k;
   });
-  for (const std::string& key : keys) EXPECT_TRUE(mirror.Release(key));
+  for (const std::string& id : ids) EXPECT_TRUE(mirror.Release(id));
   mirror.Read([&](const ClusterState& s) {
     for (const auto& [name, node] : s.nodes()) {
       for (const NodeOffering& no : node->offerings) {

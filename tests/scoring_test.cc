@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -162,7 +163,11 @@ class ScoringTest : public ::testing::Test {
     state_.ApplyQuota(q);
   }
 
-  FitReason Fit(const PodRequest& r, const std::string& node, const Evictions& evicted = {}) {
+  // `evicted_keys`: namespace/name of pods placed by Place (evictions go by UID).
+  FitReason Fit(const PodRequest& r, const std::string& node,
+                const std::set<std::string>& evicted_keys = {}) {
+    Evictions evicted;
+    for (const std::string& key : evicted_keys) evicted.insert(key + "-uid");
     return CheckNode(state_, r, N(node), evicted).reason;
   }
 
@@ -272,16 +277,39 @@ TEST_F(ScoringTest, MpsSharesAboveReplicasAreUnresolvable) {
   EXPECT_EQ(Req(kMps, 5, "p").unresolvable, "more shares than one unit has");
 }
 
-TEST_F(ScoringTest, FractionalAndZeroAmountsAreUnresolvableWithTheirOwnReason) {
+TEST_F(ScoringTest, FractionalAmountsAreUnresolvableWithTheirOwnReason) {
   PodRequest half = ResolvePodRequest(*catalog_, PodWith({Container({{kGpu, 500}})}), "p");
-  PodRequest zero = ResolvePodRequest(*catalog_, PodWith({Container({{kGpu, 0}})}), "p");
   EXPECT_THAT(half.unresolvable, HasSubstr("whole number"));
-  EXPECT_THAT(zero.unresolvable, HasSubstr("at least 1"));
   // 0.5 + 0.5 is still not two halves of a GPU we can hand out.
   PodRequest halves = ResolvePodRequest(
       *catalog_, PodWith({Container({{kGpu, 500}}), Container({{kGpu, 500}})}), "p");
   EXPECT_THAT(halves.unresolvable, HasSubstr("whole number"));
   EXPECT_EQ(CheckNode(state_, half, nullptr).reason, FitReason::kPodUnresolvable);
+}
+
+// kube-scheduler sends a pod that names a managed resource with quantity 0 (its name matches
+// managedResources); it asks for nothing of ours, so it passes every node like any pod that
+// asks for no catalog resource (I6), as the mirror already counts it (issue 12, finding 5).
+TEST_F(ScoringTest, ZeroAmountIsNotAGpuPodAndPassesEveryNode) {
+  AddNode("gpu", {{kGpu, 1}});
+  AddNode("cpu-only", {});
+  for (const PodObject& pod :
+       {PodWith({Container({{kGpu, 0}})}), PodWith({Container({}, {{kTs, 0}})}),
+        PodWith({Container({{kGpu, 0}}), Container({{kMig3g, 0}})}),
+        PodWith({Container({{kMps, 0}})}, {Container({{kMps, 0}})})}) {
+    const PodRequest r = ResolvePodRequest(*catalog_, pod, "p");
+    EXPECT_FALSE(r.interested());
+    EXPECT_EQ(r.offering, kNoOffering);
+    EXPECT_EQ(r.unresolvable, "");
+    const FilterOutcome out = FilterNodes(state_, r, {N("gpu"), N("cpu-only"), nullptr});
+    for (const NodeFit& fit : out.fits) EXPECT_TRUE(fit.fits()) << fit.Message(r);
+  }
+  // A zero of one offering next to a real ask of another is that one ask, not two offerings.
+  const PodRequest one = ResolvePodRequest(
+      *catalog_, PodWith({Container({{kGpu, 0}}), Container({{kMig3g, 1000}})}), "p");
+  EXPECT_EQ(one.offering, Id(kMig3g));
+  EXPECT_EQ(one.amount, 1);
+  EXPECT_EQ(one.unresolvable, "");
 }
 
 TEST_F(ScoringTest, TooManyUnitsForOnePodIsUnresolvable) {

@@ -170,7 +170,7 @@ TEST(StaticQuotaTest, MirrorEnforcesTheTighterOfFileAndResourceQuota) {
 
   // A relist rebuilds the mirror from the API alone: the file's quotas stay.
   batch.quotas.clear();
-  mirror.ReplaceAll(batch);
+  mirror.ReplaceAll(batch, absl::Now());
   EXPECT_EQ(quota(gpu), 3);
   EXPECT_EQ(quota(ts), 2);
 }

@@ -194,6 +194,15 @@ bool InvariantChecker::OwnsFreeTicket(const std::string& project, OfferingId off
 std::vector<std::string> InvariantChecker::RecordPlacement(
     const std::string& pod_key, const std::string& project, const Assignment& a,
     const std::vector<std::string>& candidates) {
+  std::vector<std::string> v = CheckPlacement(pod_key, project, a, candidates);
+  ledger_[pod_key] = Entry{project, a};
+  units_valid_ = false;
+  return v;
+}
+
+std::vector<std::string> InvariantChecker::CheckPlacement(
+    const std::string& pod_key, const std::string& project, const Assignment& a,
+    const std::vector<std::string>& candidates) {
   std::vector<std::string> v;
   const std::string where = absl::StrCat(pod_key, " -> ", Describe(a), ": ");
   if (ledger_.count(pod_key) != 0) v.push_back(where + "pod placed twice");
@@ -245,11 +254,14 @@ std::vector<std::string> InvariantChecker::RecordPlacement(
   }
   // I4: a reservation never takes the project above its quota. A quota lowered under what
   // the project already holds is a fact; joining a unit it already owns adds nothing then.
+  if (ledger_.count(pod_key) != 0) return v;  // usage after cannot be told apart
   const int64_t before = LedgerUsage(project, a.offering);
-  ledger_[pod_key] = Entry{project, a};
+  ledger_[pod_key] = Entry{project, a};  // the ledger as it would be, for its usage only
+  units_valid_ = false;
+  const int64_t usage = LedgerUsage(project, a.offering);
+  ledger_.erase(pod_key);
   units_valid_ = false;
   const int64_t quota = QuotaUnits(project, a.offering);
-  const int64_t usage = LedgerUsage(project, a.offering);
   if (quota >= 0 && usage > quota && usage > before) {
     v.push_back(absl::StrCat(where, "I4: project ", project, " goes from ", before, " to ", usage,
                              " > quota ", quota, " of ", o.resource));
@@ -315,8 +327,8 @@ std::vector<std::string> InvariantChecker::CheckState(const ClusterState& state)
                   Describe(entry.assignment));
     }
   }
-  for (const auto& [key, rec] : state.pods()) {
-    if (ledger_.count(key) == 0) v.push_back("mirror holds unknown pod " + key);
+  for (const auto& [id, rec] : state.pods()) {
+    if (ledger_.count(rec.key) == 0) v.push_back("mirror holds unknown pod " + rec.key);
   }
 
   // The mirror's counters agree with the ledger.

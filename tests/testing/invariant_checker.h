@@ -47,6 +47,12 @@ class InvariantChecker {
   std::vector<std::string> RecordPlacement(const std::string& pod_key,
                                            const std::string& project, const Assignment& a,
                                            const std::vector<std::string>& candidates);
+  // The same checks without recording: empty when the ledger admits the placement. With no
+  // candidates, I3 (a policy rule, not a commit rule) is not checked: what Reserve must
+  // refuse is exactly what breaks I1, I2, I4 or the assignment's shape.
+  std::vector<std::string> CheckPlacement(const std::string& pod_key,
+                                          const std::string& project, const Assignment& a,
+                                          const std::vector<std::string>& candidates);
   void RecordRelease(const std::string& pod_key);
   size_t placed() const { return ledger_.size(); }
   bool Holds(const std::string& pod_key) const { return ledger_.count(pod_key) != 0; }

@@ -1,0 +1,43 @@
+// Helpers shared by the files that implement ClusterState (cluster_state.h); not part of its
+// interface. Each file of ClusterState holds one concept:
+//   cluster_state.cc   construction, lookups, whole documents (ApplyBatch)
+//   node_units.cc      Node objects -> offerings and units (capacity, draining)
+//   pod_holdings.cc    pods -> holdings on units (annotated, charged), owners and usage
+//   project_quotas.cc  namespaces -> projects, ResourceQuotas and the quota file -> quotas
+//   room_index.cc      what decisions read instead of units: summaries, room rows, the
+//                      per-project index of owned units with room
+//   reservation.cc     the commit point: Reserve, Confirm, Release
+//   audit.cc           the independent recount of I1, I2, I4 and of the derived indexes
+#ifndef GSE_STATE_CLUSTER_STATE_INTERNAL_H_
+#define GSE_STATE_CLUSTER_STATE_INTERNAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "state/catalog.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+namespace cluster_state_internal {
+
+using NodeMap = absl::flat_hash_map<std::string, std::unique_ptr<NodeState>>;
+
+// Inserts `no` into the node's offerings, which stay sorted by offering id.
+NodeOffering* InsertOffering(NodeState& node, NodeOffering no);
+
+// The unit a fact (annotation or charge) names, created as draining when the mirror does not
+// have it: the API server is the truth, so such units keep holders and take no new ones. A
+// node that exists only for such units is created marked removed.
+Unit& EnsureUnit(NodeMap& nodes, const Catalog& catalog, const std::string& node_name,
+                 OfferingId offering, int32_t index);
+
+// After holders left: drops free draining units at the tail, offerings that are neither
+// advertised nor held, and a removed node that holds nothing any more.
+void TrimNode(NodeMap& nodes, const std::string& node_name);
+
+}  // namespace cluster_state_internal
+}  // namespace gse
+
+#endif  // GSE_STATE_CLUSTER_STATE_INTERNAL_H_

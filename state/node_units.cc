@@ -1,0 +1,374 @@
+// ClusterState, nodes: what a Node object says the node can hand out.
+//
+//  * A node's offerings come from its allocatable keys that the catalog resolves, and its GPU
+//    feature discovery labels (PROTOCOL.md §5.2) under the base name of the key (the key with a
+//    trailing ".shared" removed: renameByDefault keeps labels under the original name).
+//  * Units = allocatable / replicas: allocatable is the truth for what can be handed out;
+//    `<base>.replicas` sets the tickets or shares per unit, `.product` the product, and the
+//    `.count` labels only describe.
+//  * A holding may name a node, offering or unit the mirror does not (or no longer) see
+//    advertised: the API server is the truth, so such units are created on demand as draining
+//    (they keep holders, take no new ones). A node that exists only for such units is marked
+//    removed; when its Node object arrives the units that it advertises become live again.
+//  * An offering that a node no longer advertises is kept only while held; it is marked by an
+//    empty advertised_name.
+#include "state/cluster_state.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "state/cluster_state_internal.h"
+
+namespace gse {
+namespace {
+
+// Unit indices are 0..9999 (assignment.h): a node cannot advertise more units of one offering,
+// so hostile labels or allocatable values cannot make the mirror allocate without bound.
+constexpr int32_t kMaxUnitsPerNodeOffering = 10000;
+
+constexpr absl::string_view kReasonTimeSliced = "offering is time-sliced on node";
+constexpr absl::string_view kReasonNotShared = "offering is not shared on node";
+constexpr absl::string_view kReasonProduct = "GPU product does not match offering";
+constexpr absl::string_view kSharedSuffix = ".shared";
+constexpr absl::string_view kGpuProductLabel = "nvidia.com/gpu.product";
+constexpr absl::string_view kGpuCountLabel = "nvidia.com/gpu.count";
+
+// FNV-1a, 64 bit: deterministic across processes (absl::Hash is seeded per process), and
+// every string is length-prefixed so that field boundaries cannot alias.
+class Fingerprint {
+ public:
+  void Add(absl::string_view s) {
+    Add(static_cast<int64_t>(s.size()));
+    for (char c : s) Byte(static_cast<uint8_t>(c));
+  }
+  void Add(int64_t v) {
+    for (int i = 0; i < 8; ++i) Byte(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  void Byte(uint8_t b) {
+    h_ ^= b;
+    h_ *= 1099511628211ull;
+  }
+  uint64_t h_ = 14695981039346656037ull;
+};
+
+// A label's value as a non-negative int32; -1 when absent or not such a number.
+int64_t LabelInt(const std::string* value) {
+  int64_t v = 0;
+  if (value == nullptr || !absl::SimpleAtoi(*value, &v) || v < 0 ||
+      v > std::numeric_limits<int32_t>::max()) {
+    return -1;
+  }
+  return v;
+}
+
+// Everything the mirror derives from one Node object, computed without touching the mirror
+// so that an unchanged node costs one derivation and one fingerprint comparison.
+struct DerivedOffering {
+  OfferingId id = kNoOffering;
+  absl::string_view advertised;  // points into the NodeObject
+  int32_t count = 0;
+  int32_t replicas = 1;
+  absl::string_view reason;  // one of the kReason* constants, or empty
+};
+
+struct DerivedNode {
+  std::string product;
+  int32_t gpu_count = 0;
+  std::vector<std::pair<std::string, std::string>> labels;  // sorted, selector keys only
+  std::vector<DerivedOffering> offerings;                    // sorted by id
+  uint64_t fingerprint = 0;
+};
+
+// Label lookups on one Node object; GPU feature discovery labels of a resource sit under its
+// base name ("<base>.<suffix>").
+class NodeLabels {
+ public:
+  explicit NodeLabels(const NodeObject& node) : node_(node) {}
+  const std::string* Find(absl::string_view name) const {
+    auto it = node_.labels.find(std::string(name));
+    return it == node_.labels.end() ? nullptr : &it->second;
+  }
+  const std::string* Of(absl::string_view base, absl::string_view suffix) {
+    key_.assign(base.data(), base.size());  // reused buffer
+    key_.push_back('.');
+    key_.append(suffix.data(), suffix.size());
+    auto it = node_.labels.find(key_);
+    return it == node_.labels.end() ? nullptr : &it->second;
+  }
+
+ private:
+  const NodeObject& node_;
+  std::string key_;
+};
+
+// One advertised resource of the catalog's `offering`: replicas, unit count and whether the
+// node can serve it as catalogued.
+DerivedOffering DeriveOffering(const Offering& offering, const std::string& resource,
+                               int64_t milli, absl::string_view node_product, NodeLabels& labels) {
+  DerivedOffering o;
+  o.id = offering.id;
+  o.advertised = resource;
+  absl::string_view base = resource;
+  absl::ConsumeSuffix(&base, kSharedSuffix);
+
+  const int64_t replicas_label = LabelInt(labels.Of(base, "replicas"));
+  const int32_t catalog_replicas = offering.shared() ? std::max(1, offering.replicas) : 1;
+  o.replicas = replicas_label >= 1 ? static_cast<int32_t>(replicas_label) : catalog_replicas;
+
+  // Allocatable is what can be handed out: the device plugin takes unhealthy devices out of
+  // it, and a mixed-MIG node advertises 0 whole GPUs however many it has. The `.count` label
+  // only describes the hardware; held units beyond allocatable drain (ResizeUnits).
+  const int64_t count = std::max<int64_t>(0, milli) / 1000 / o.replicas;
+  o.count = static_cast<int32_t>(std::min<int64_t>(count, kMaxUnitsPerNodeOffering));
+
+  const std::string* product_label = labels.Of(base, "product");
+  absl::string_view product =
+      product_label != nullptr ? absl::string_view(*product_label) : node_product;
+  if (offering.sharing == Sharing::kExclusive && o.replicas > 1) {
+    o.reason = kReasonTimeSliced;
+  } else if (offering.shared() && replicas_label == 1) {
+    o.reason = kReasonNotShared;
+  } else if (!offering.product.empty() && !absl::StartsWith(product, offering.product)) {
+    o.reason = kReasonProduct;
+  }
+  return o;
+}
+
+uint64_t FingerprintOf(const DerivedNode& d) {
+  Fingerprint fp;
+  fp.Add(d.product);
+  fp.Add(int64_t{d.gpu_count});
+  fp.Add(static_cast<int64_t>(d.labels.size()));
+  for (const auto& [k, v] : d.labels) {
+    fp.Add(k);
+    fp.Add(v);
+  }
+  fp.Add(static_cast<int64_t>(d.offerings.size()));
+  for (const DerivedOffering& o : d.offerings) {
+    fp.Add(int64_t{o.id});
+    fp.Add(o.advertised);
+    fp.Add(int64_t{o.count});
+    fp.Add(int64_t{o.replicas});
+    fp.Add(o.reason);
+  }
+  return fp.value();
+}
+
+DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
+  DerivedNode d;
+  NodeLabels labels(node);
+  const std::string* gpu_product = labels.Find(kGpuProductLabel);
+  if (gpu_product != nullptr) d.product = *gpu_product;
+  d.gpu_count = static_cast<int32_t>(std::max<int64_t>(0, LabelInt(labels.Find(kGpuCountLabel))));
+
+  for (const auto& [resource, milli] : node.allocatable_milli) {
+    const Offering* offering = catalog.Find(resource);
+    if (offering == nullptr) continue;
+    // A node may advertise an offering under its name and an alias at once; the canonical
+    // name wins, else the first key in name order.
+    auto same = std::find_if(d.offerings.begin(), d.offerings.end(),
+                             [&](const DerivedOffering& o) { return o.id == offering->id; });
+    if (same != d.offerings.end() && resource != offering->resource) continue;
+    const DerivedOffering o = DeriveOffering(*offering, resource, milli, d.product, labels);
+    if (same != d.offerings.end()) {
+      *same = o;
+    } else {
+      d.offerings.push_back(o);
+    }
+  }
+  std::sort(d.offerings.begin(), d.offerings.end(),
+            [](const DerivedOffering& a, const DerivedOffering& b) { return a.id < b.id; });
+
+  // Scoring checks node selectors; keep only the labels some offering selects on.
+  for (const Offering& offering : catalog.offerings()) {
+    for (const auto& [k, v] : offering.node_selector) {
+      if (const std::string* value = labels.Find(k)) d.labels.emplace_back(k, *value);
+    }
+  }
+  std::sort(d.labels.begin(), d.labels.end());
+  d.labels.erase(std::unique(d.labels.begin(), d.labels.end()), d.labels.end());
+  d.fingerprint = FingerprintOf(d);
+  return d;
+}
+
+bool HasHolders(const NodeOffering& no) {
+  return std::any_of(no.units.begin(), no.units.end(), [](const Unit& u) { return !u.Empty(); });
+}
+
+// Sets the advertised count: units below it are live, units at or above it are draining and
+// kept only up to the last held one (indices must stay dense: units[i].index == i).
+void ResizeUnits(NodeOffering& no, int32_t count, int32_t replicas) {
+  size_t keep = static_cast<size_t>(count);
+  for (size_t i = no.units.size(); i > keep; --i) {
+    if (!no.units[i - 1].Empty()) {
+      keep = i;
+      break;
+    }
+  }
+  if (no.units.size() > keep) no.units.resize(keep);
+  no.units.reserve(keep);
+  while (no.units.size() < keep) {
+    Unit u;
+    u.index = static_cast<int32_t>(no.units.size());
+    no.units.push_back(std::move(u));
+  }
+  for (Unit& u : no.units) {
+    u.capacity = replicas;
+    u.draining = u.index >= count;
+  }
+}
+
+}  // namespace
+
+namespace cluster_state_internal {
+
+NodeOffering* InsertOffering(NodeState& node, NodeOffering no) {
+  auto pos = std::lower_bound(
+      node.offerings.begin(), node.offerings.end(), no.offering,
+      [](const NodeOffering& a, OfferingId id) { return a.offering < id; });
+  return &*node.offerings.insert(pos, std::move(no));
+}
+
+Unit& EnsureUnit(NodeMap& nodes, const Catalog& catalog, const std::string& node_name,
+                 OfferingId offering, int32_t index) {
+  auto it = nodes.find(node_name);
+  if (it == nodes.end()) {
+    auto node = std::make_unique<NodeState>();
+    node->name = node_name;
+    node->removed = true;
+    it = nodes.emplace(node_name, std::move(node)).first;
+  }
+  NodeState& node = *it->second;
+  NodeOffering* no = node.Find(offering);
+  if (no == nullptr) {
+    NodeOffering fresh;
+    fresh.offering = offering;
+    const Offering& o = catalog.Get(offering);
+    fresh.replicas = o.shared() ? std::max(1, o.replicas) : 1;
+    no = InsertOffering(node, std::move(fresh));
+  }
+  while (no->units.size() <= static_cast<size_t>(index)) {
+    Unit u;
+    u.index = static_cast<int32_t>(no->units.size());
+    u.capacity = no->replicas;
+    u.draining = true;
+    no->units.push_back(std::move(u));
+  }
+  return no->units[static_cast<size_t>(index)];
+}
+
+void TrimNode(NodeMap& nodes, const std::string& node_name) {
+  auto it = nodes.find(node_name);
+  if (it == nodes.end()) return;
+  NodeState& node = *it->second;
+  for (NodeOffering& no : node.offerings) {
+    while (!no.units.empty() && no.units.back().index >= no.advertised_units &&
+           no.units.back().Empty()) {
+      no.units.pop_back();
+    }
+  }
+  node.offerings.erase(std::remove_if(node.offerings.begin(), node.offerings.end(),
+                                      [](const NodeOffering& no) {
+                                        return no.advertised_name.empty() && no.units.empty();
+                                      }),
+                       node.offerings.end());
+  if (node.removed && node.offerings.empty()) nodes.erase(it);
+}
+
+}  // namespace cluster_state_internal
+
+using cluster_state_internal::InsertOffering;
+
+bool ClusterState::ApplyNode(const NodeObject& object) {
+  DerivedNode d = Derive(*catalog_, object);
+  auto it = nodes_.find(object.name);
+  if (it != nodes_.end() && !it->second->removed && it->second->fingerprint == d.fingerprint) {
+    return false;  // the common refresh: nothing the mirror keeps changed
+  }
+  if (it == nodes_.end()) {
+    auto node = std::make_unique<NodeState>();
+    node->name = object.name;
+    node->slot = AllocateSlot();
+    it = nodes_.emplace(object.name, std::move(node)).first;
+    BumpNodeSetVersion();
+  }
+  NodeState& node = *it->second;
+  Unindex(node);
+  node.removed = false;
+  node.gpu_product = std::move(d.product);
+  node.gpu_count = d.gpu_count;
+  node.labels.clear();
+  for (auto& [k, v] : d.labels) node.labels.emplace(std::move(k), std::move(v));
+  node.fingerprint = d.fingerprint;
+
+  std::vector<NodeOffering> old = std::move(node.offerings);
+  node.offerings.clear();
+  node.offerings.reserve(d.offerings.size());
+  for (const DerivedOffering& o : d.offerings) {
+    NodeOffering no;
+    for (NodeOffering& prev : old) {
+      if (prev.offering == o.id) {
+        no = std::move(prev);
+        prev.offering = kNoOffering;  // consumed
+        break;
+      }
+    }
+    no.offering = o.id;
+    no.advertised_name = std::string(o.advertised);
+    no.advertised_units = o.count;
+    no.replicas = o.replicas;
+    no.unusable_reason = std::string(o.reason);
+    ResizeUnits(no, o.count, o.replicas);
+    node.offerings.push_back(std::move(no));
+  }
+  // Offerings the node stopped advertising: held units stay, draining, until released.
+  for (NodeOffering& prev : old) {
+    if (prev.offering == kNoOffering || !HasHolders(prev)) continue;
+    prev.advertised_name.clear();
+    prev.advertised_units = 0;
+    ResizeUnits(prev, 0, prev.replicas);
+    InsertOffering(node, std::move(prev));
+  }
+  Reindex(object.name);
+  return true;
+}
+
+void ClusterState::RemoveNode(absl::string_view name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeState& node = *it->second;
+  Unindex(node);
+  const bool held = std::any_of(node.offerings.begin(), node.offerings.end(), HasHolders);
+  if (!held) {
+    FreeSlot(node.slot);
+    nodes_.erase(it);
+    BumpNodeSetVersion();
+    return;
+  }
+  // Pods still hold units here (their deletions have not arrived yet): keep those units,
+  // draining, so the holdings stay counted and nothing is handed out on this node.
+  node.removed = true;
+  node.fingerprint = 0;
+  for (NodeOffering& no : node.offerings) {
+    no.advertised_name.clear();
+    no.advertised_units = 0;
+    ResizeUnits(no, 0, no.replicas);
+  }
+  node.offerings.erase(std::remove_if(node.offerings.begin(), node.offerings.end(),
+                                      [](const NodeOffering& no) { return no.units.empty(); }),
+                       node.offerings.end());
+  Reindex(name);
+}
+
+}  // namespace gse

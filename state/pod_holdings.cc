@@ -1,0 +1,347 @@
+// ClusterState, pods: which pods hold which units, and what that adds to owners and usage.
+//
+//  * Holdings are indexed twice: by pod (pods_, the record) and by unit (Unit::holders,
+//    Unit::used, Unit::owner) plus per-project usage. The unit side and usage are updated
+//    incrementally in AddHolding/RemoveHolding; Audit() recounts them from pods_.
+//  * A bound pod without (a readable) assignment annotation is charged whole units, free ones
+//    first; when the node has too little free capacity the rest is charged over capacity, so
+//    Audit names the unit and the pods and nothing is handed out twice.
+//  * A bound pod's project is the one its gpu.themelio.io/project annotation records, else the
+//    one it was first recorded with: relabelling a namespace moves quotas at once, usage of
+//    running pods stays, also across relists and restarts.
+#include "state/cluster_state.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "state/cluster_state_internal.h"
+
+namespace gse {
+namespace {
+
+// What a pod asks of the catalog, as kube-scheduler counts it: per resource, max(sum over
+// containers, max over init containers) of the request, or the limit where no request is
+// given. Kept here (not scoring/) because state/ must not depend on scoring/.
+struct CatalogRequest {
+  OfferingId offering = kNoOffering;
+  int64_t amount = 0;  // whole units, tickets or shares
+};
+
+CatalogRequest ResolveCatalogRequest(const Catalog& catalog, const PodObject& pod) {
+  auto add = [](int64_t a, int64_t b) {
+    return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max()
+                                                        : a + b;
+  };
+  // Per offering, milli-units; one container may name an offering twice (name and alias).
+  auto per_container = [&](const ContainerResources& c, std::vector<int64_t>& out) {
+    out.assign(catalog.size(), 0);
+    for (const auto& [name, milli] : c.requests_milli) {
+      if (const Offering* o = catalog.Find(name)) out[o->id] = add(out[o->id], std::max<int64_t>(0, milli));
+    }
+    for (const auto& [name, milli] : c.limits_milli) {
+      if (c.requests_milli.count(name) != 0) continue;
+      if (const Offering* o = catalog.Find(name)) out[o->id] = add(out[o->id], std::max<int64_t>(0, milli));
+    }
+  };
+  std::vector<int64_t> sum(catalog.size(), 0), init_max(catalog.size(), 0), one;
+  for (const ContainerResources& c : pod.containers) {
+    per_container(c, one);
+    for (size_t i = 0; i < one.size(); ++i) sum[i] = add(sum[i], one[i]);
+  }
+  for (const ContainerResources& c : pod.init_containers) {
+    per_container(c, one);
+    for (size_t i = 0; i < one.size(); ++i) init_max[i] = std::max(init_max[i], one[i]);
+  }
+  CatalogRequest r;
+  for (size_t i = 0; i < sum.size(); ++i) {
+    const int64_t milli = std::max(sum[i], init_max[i]);
+    if (milli <= 0) continue;
+    // A pod naming two offerings cannot be placed by us; if something else bound it, the
+    // lowest offering id is charged (one PodRecord holds one assignment).
+    r.offering = static_cast<OfferingId>(i);
+    r.amount = milli / 1000 + (milli % 1000 != 0 ? 1 : 0);
+    break;
+  }
+  return r;
+}
+
+}  // namespace
+
+using cluster_state_internal::EnsureUnit;
+using cluster_state_internal::TrimNode;
+
+void ClusterState::RecomputeOwner(Unit& unit, const Offering& offering) {
+  if (unit.holders.empty()) {
+    unit.owner = kNoProject;
+    return;
+  }
+  auto project_of = [&](const Holding& h) {
+    auto it = pods_.find(h.pod_id);
+    return it == pods_.end() ? kNoProject : it->second.project;
+  };
+  const ProjectId first = project_of(unit.holders.front());
+  if (offering.sharing == Sharing::kMps) {
+    for (const Holding& h : unit.holders) {
+      if (project_of(h) != first) {
+        unit.owner = kNoProject;
+        return;
+      }
+    }
+  }
+  // Exclusive and time-sliced: the holders' project. Should API facts put two projects on one
+  // unit (Audit reports it), the first holder's project stays the owner.
+  unit.owner = first;
+}
+
+void ClusterState::AddHolding(const PodRecord& pod) {
+  const Assignment& a = pod.assignment;
+  const Offering& offering = catalog_->Get(a.offering);
+  ProjectState& project = projects_[static_cast<size_t>(pod.project)];
+  for (int32_t index : a.units) {
+    const size_t nodes_before = nodes_.size();
+    Unit& unit = EnsureUnit(nodes_, *catalog_, a.node, a.offering, index);
+    if (nodes_.size() != nodes_before) {  // a node created for the fact
+      nodes_.find(a.node)->second->slot = AllocateSlot();
+      BumpNodeSetVersion();
+    }
+    bool project_holds = false;
+    for (const Holding& h : unit.holders) {
+      auto it = pods_.find(h.pod_id);
+      if (it != pods_.end() && it->second.project == pod.project) project_holds = true;
+    }
+    unit.holders.push_back(Holding{pod.id, a.amount_per_unit});
+    unit.used += a.amount_per_unit;
+    switch (offering.sharing) {
+      case Sharing::kExclusive:
+        project.usage[a.offering] += 1;
+        break;
+      case Sharing::kTimeSliced:
+        if (!project_holds) project.usage[a.offering] += 1;
+        break;
+      case Sharing::kMps:
+        project.usage[a.offering] += a.amount_per_unit;
+        break;
+    }
+    RecomputeOwner(unit, offering);
+  }
+  Reindex(a.node);
+}
+
+void ClusterState::RemoveHolding(const PodRecord& pod) {
+  const Assignment& a = pod.assignment;
+  auto node_it = nodes_.find(a.node);
+  if (node_it == nodes_.end()) return;
+  NodeOffering* no = node_it->second->Find(a.offering);
+  if (no == nullptr) return;
+  const Offering& offering = catalog_->Get(a.offering);
+  ProjectState& project = projects_[static_cast<size_t>(pod.project)];
+  for (int32_t index : a.units) {
+    if (index < 0 || static_cast<size_t>(index) >= no->units.size()) continue;
+    Unit& unit = no->units[static_cast<size_t>(index)];
+    auto h = std::find_if(unit.holders.begin(), unit.holders.end(),
+                          [&](const Holding& x) { return x.pod_id == pod.id; });
+    if (h == unit.holders.end()) continue;
+    const int32_t amount = h->amount;
+    unit.holders.erase(h);
+    unit.used -= amount;
+    bool project_holds = false;
+    for (const Holding& other : unit.holders) {
+      auto it = pods_.find(other.pod_id);
+      if (it != pods_.end() && it->second.project == pod.project) project_holds = true;
+    }
+    int64_t delta = 0;
+    switch (offering.sharing) {
+      case Sharing::kExclusive:
+        delta = 1;
+        break;
+      case Sharing::kTimeSliced:
+        delta = project_holds ? 0 : 1;
+        break;
+      case Sharing::kMps:
+        delta = amount;
+        break;
+    }
+    if (delta != 0) {
+      auto u = project.usage.find(a.offering);
+      if (u != project.usage.end() && (u->second -= delta) == 0) project.usage.erase(u);
+    }
+    RecomputeOwner(unit, offering);
+  }
+  // Trimming drops only free draining units and empty offerings, which the index does not
+  // count; a node it erases had nothing indexed.
+  const size_t nodes_before = nodes_.size();
+  const uint32_t slot = node_it->second->slot;
+  TrimNode(nodes_, a.node);
+  if (nodes_.size() != nodes_before) {  // a removed node left
+    FreeSlot(slot);
+    BumpNodeSetVersion();
+  }
+  Reindex(a.node);
+}
+
+void ClusterState::ApplyPod(const PodObject& pod) {
+  const std::string key = pod.Key();
+  // Only this pod's own record (its UID) is touched: a recreated pod of the same name is
+  // another pod, and the old one's record leaves with its own deletion (or a relist).
+  const std::string id = PodIdOf(pod.uid, key);
+  auto it = pods_.find(id);
+  PodRecord* existing = it == pods_.end() ? nullptr : &it->second;
+  if (pod.Terminal()) {
+    if (existing != nullptr) Release(id);
+    return;
+  }
+  if (pod.node_name.empty()) {
+    // Pending: our reservation is a bind in flight; anything else is stale.
+    if (existing != nullptr && existing->source == HoldingSource::kReserved && !pod.terminating) {
+      return;
+    }
+    if (existing != nullptr) Release(id);
+    return;
+  }
+
+  // A bound pod's project is the one its gpu.themelio.io/project annotation records (the
+  // project it was bound for: authoritative across relists and restarts, which rebuild from
+  // the API's objects), else the one it was first recorded with, else its namespace's now.
+  // Relabelling a namespace so moves new pods only.
+  ProjectId project = existing != nullptr ? existing->project : kNoProject;
+  if (absl::StatusOr<std::string> annotated = ParseProjectAnnotation(pod.annotations);
+      annotated.ok()) {
+    project = InternProject(*annotated);
+  }
+  auto record = [&](Assignment a, HoldingSource source) {
+    if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
+    PodRecord rec;
+    rec.id = id;
+    rec.key = key;
+    rec.uid = pod.uid;
+    rec.namespace_name = pod.namespace_name;
+    rec.project = project;
+    rec.assignment = std::move(a);
+    rec.source = source;
+    AddPodRecord(std::move(rec));
+  };
+
+  absl::StatusOr<Assignment> parsed =
+      ParseAssignmentAnnotations(pod.annotations, pod.node_name, *catalog_);
+  if (parsed.ok()) {
+    if (existing != nullptr && existing->assignment == *parsed && existing->project == project) {
+      existing->source = HoldingSource::kConfirmed;
+      return;
+    }
+    if (existing != nullptr) Release(id);
+    record(*std::move(parsed), HoldingSource::kConfirmed);
+    return;
+  }
+
+  // Bound without (a readable) assignment: by another scheduler, by hand, or before us.
+  const CatalogRequest request = ResolveCatalogRequest(*catalog_, pod);
+  if (request.offering == kNoOffering) {
+    if (existing != nullptr) Release(id);  // I6: nothing of ours
+    return;
+  }
+  const Offering& offering = catalog_->Get(request.offering);
+  const size_t need =
+      offering.sharing == Sharing::kExclusive
+          ? static_cast<size_t>(std::min<int64_t>(request.amount, kMaxUnitsPerPod))
+          : 1;
+  if (existing != nullptr && existing->source == HoldingSource::kCharged &&
+      existing->project == project && existing->assignment.node == pod.node_name &&
+      existing->assignment.offering == request.offering &&
+      existing->assignment.units.size() == need) {
+    return;  // already charged; status updates must not move the charge around
+  }
+  if (existing != nullptr) Release(id);
+  if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
+
+  record(ChargedUnits(pod.node_name, request.offering, need, project), HoldingSource::kCharged);
+}
+
+// Charge conservatively: which device the pod got is unknown, so whole units are charged,
+// free ones first (lowest index). If the node has too little free capacity the rest is
+// charged anyway, over capacity (the pod does run there): Audit reports those units and they
+// stay full until the facts clear up, instead of being handed out twice.
+Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId offering_id,
+                                      size_t need, ProjectId project) const {
+  const Offering& offering = catalog_->Get(offering_id);
+  Assignment a;
+  a.node = node_name;
+  a.offering = offering_id;
+  const NodeState* node = FindNode(node_name);
+  const NodeOffering* no = node != nullptr ? node->Find(offering_id) : nullptr;
+  int32_t replicas = offering.shared() ? std::max(1, offering.replicas) : 1;
+  if (no != nullptr) {
+    replicas = no->replicas;
+    // rank: 0 free, 1 held by the same project, 2 held by others, 3 draining
+    std::vector<std::pair<int, int32_t>> ranked;
+    ranked.reserve(no->units.size());
+    for (const Unit& u : no->units) {
+      int rank = u.draining ? 3 : u.Empty() ? 0 : u.owner == project ? 1 : 2;
+      ranked.emplace_back(rank, u.index);
+    }
+    std::sort(ranked.begin(), ranked.end());
+    for (size_t i = 0; i < ranked.size() && a.units.size() < need; ++i) {
+      a.units.push_back(ranked[i].second);
+    }
+  }
+  // Not even that many units known: charge placeholder units beyond the known ones.
+  int32_t next = no != nullptr ? static_cast<int32_t>(no->units.size()) : 0;
+  while (a.units.size() < need) a.units.push_back(next++);
+  std::sort(a.units.begin(), a.units.end());
+  a.amount_per_unit = offering.sharing == Sharing::kExclusive ? 1 : replicas;
+  return a;
+}
+
+void ClusterState::RemovePod(absl::string_view uid, absl::string_view key) {
+  Release(PodIdOf(uid, key));
+}
+
+void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project) {
+  PodRecord copy = rec;
+  copy.project = InternProject(project);  // project ids are per state
+  AddPodRecord(std::move(copy));
+}
+
+void ClusterState::AddPodRecord(PodRecord rec) {
+  ids_by_key_[rec.key].push_back(rec.id);
+  auto [pos, inserted] = pods_.insert_or_assign(rec.id, std::move(rec));
+  AddHolding(pos->second);
+}
+
+bool ClusterState::Release(absl::string_view pod_id) {
+  auto it = pods_.find(pod_id);
+  if (it == pods_.end()) return false;
+  RemoveHolding(it->second);
+  auto ids = ids_by_key_.find(it->second.key);
+  if (ids != ids_by_key_.end()) {
+    auto& v = ids->second;
+    v.erase(std::remove(v.begin(), v.end(), it->second.id), v.end());
+    if (v.empty()) ids_by_key_.erase(ids);
+  }
+  pods_.erase(it);
+  return true;
+}
+
+const PodRecord* ClusterState::FindPod(absl::string_view key) const {
+  auto ids = ids_by_key_.find(key);
+  return ids == ids_by_key_.end() || ids->second.empty() ? nullptr : FindPodById(ids->second.back());
+}
+
+const PodRecord* ClusterState::FindPodById(absl::string_view id) const {
+  auto it = pods_.find(id);
+  return it == pods_.end() ? nullptr : &it->second;
+}
+
+const PodRecord* ClusterState::FindPodByUid(absl::string_view uid) const {
+  return uid.empty() ? nullptr : FindPodById(uid);
+}
+
+std::string PodIdOf(absl::string_view uid, absl::string_view key) {
+  return uid.empty() ? absl::StrCat("\x01", key) : std::string(uid);
+}
+
+}  // namespace gse
