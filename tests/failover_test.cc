@@ -219,6 +219,10 @@ TEST_F(FailoverTest, PodsParkedWhileNoReplicaLedAreScheduledSoonAfterTheTakeOver
   auto sim = Scheduler();
   const std::string first = AddPod("before");
   ASSERT_TRUE(Eventually([&] { return sim->QueueOf(first) == PodQueue::kBound; }, absl::Seconds(60)));
+  // The follower measures the leaderless time from a change of the Lease it saw between two of
+  // its polls; let it see the leader renew (every 300 ms) before the kill, or there is nothing
+  // to measure from (a fast sanitizer run killed the leader before its first renewal).
+  absl::SleepFor(absl::Seconds(1));
 
   const absl::Time killed = absl::Now();
   Replica* next = nullptr;
