@@ -195,7 +195,9 @@ TEST_F(ApiBinderTest, ErrorKeepsTheServersAnswerWhenTheLastAttemptTimesOut) {
   held.hold = true;
   held.times = -1;
   fake_.AddFault(held);
-  ApiBinder binder = Binder(absl::Milliseconds(900), absl::Milliseconds(300));
+  // Attempts long enough for the 500 to be answered on a slow sanitizer run; the held ones
+  // then time out.
+  ApiBinder binder = Binder(absl::Milliseconds(3000), absl::Milliseconds(1000));
   const BindResult r = binder.Bind(Nb1(), kAnnotations);
   fake_.ReleaseHeld();
   // The held POST got no answer and may still commit: unknown, reported with the 500.
