@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "fuzz/fuzz_check.h"
@@ -43,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   Mirror mirror(std::make_shared<const Catalog>(*std::move(catalog)), MirrorOptions{});
-  mirror.ReplaceAll(fuzz::DemoCluster());
+  mirror.ReplaceAll(fuzz::DemoCluster(), absl::Now());
   fuzz::CheckRecount(mirror);
   return 0;
 }

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -113,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gse;
   World& world = TheWorld();
   Mirror mirror(world.catalog, MirrorOptions{});
-  mirror.ReplaceAll(world.cluster);
+  mirror.ReplaceAll(world.cluster, absl::Now());
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy("affinity-pack");
   fuzz::Check(policy.ok(), "the default policy exists");
   RecordOnlyBinder binder;

@@ -119,11 +119,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!parsed.ok()) return 0;
 
   // The collected list is the document's NodeNames, element for element.
-  const auto member = doc.IsObject() ? doc.FindMember("NodeNames") : doc.MemberEnd();
-  const bool has_array = doc.IsObject() && member != doc.MemberEnd() && member->value.IsArray();
+  // (MemberEnd() of a document that is not an object asserts: look only inside an object.)
+  const rapidjson::Value* node_names = nullptr;
+  if (doc.IsObject()) {
+    const auto member = doc.FindMember("NodeNames");
+    if (member != doc.MemberEnd() && member->value.IsArray()) node_names = &member->value;
+  }
+  const bool has_array = node_names != nullptr;
   fuzz::Check(names.present == has_array, "NodeNames present exactly when it is an array");
   if (has_array) {
-    const rapidjson::Value& array = member->value;
+    const rapidjson::Value& array = *node_names;
     fuzz::Check(array.Size() == names.values.size(), "NodeNames collects every element");
     bool any_escaping = false;
     for (rapidjson::SizeType i = 0; i < array.Size(); ++i) {

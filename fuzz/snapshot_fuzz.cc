@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/time/clock.h"
 #include "absl/strings/string_view.h"
 #include "extender/extender_service.h"
 #include "fuzz/fuzz_check.h"
@@ -46,11 +47,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   Mirror whole(fuzz::BuiltInCatalog(), MirrorOptions{});
-  whole.ReplaceAll(*batch);
+  whole.ReplaceAll(*batch, absl::Now());
   CheckMirror(whole);
 
   Mirror incremental(fuzz::BuiltInCatalog(), MirrorOptions{});
-  incremental.ReplaceAll(fuzz::DemoCluster());
+  incremental.ReplaceAll(fuzz::DemoCluster(), absl::Now());
   incremental.Write([&](ClusterState& s) {
     for (const NamespaceObject& ns : batch->namespaces) s.ApplyNamespace(ns);
     for (const ResourceQuotaObject& q : batch->quotas) s.ApplyQuota(q);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/time/clock.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "fuzz/fuzz_check.h"
@@ -39,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MirrorOptions options;
   options.static_quotas = *std::move(quotas);
   Mirror mirror(fuzz::BuiltInCatalog(), std::move(options));
-  mirror.ReplaceAll(fuzz::DemoCluster());
+  mirror.ReplaceAll(fuzz::DemoCluster(), absl::Now());
   fuzz::CheckRecount(mirror);
   return 0;
 }
