@@ -218,7 +218,10 @@ TEST_F(FailoverTest, PodsParkedWhileNoReplicaLedAreScheduledSoonAfterTheTakeOver
   ASSERT_NE(leader, nullptr);
   auto sim = Scheduler();
   const std::string first = AddPod("before");
-  ASSERT_TRUE(Eventually([&] { return sim->QueueOf(first) == PodQueue::kBound; }, absl::Seconds(60)));
+  ASSERT_TRUE(Eventually([&] { return sim->QueueOf(first) == PodQueue::kBound; }, absl::Seconds(60)))
+      << first << " is " << testing::PodQueueName(sim->QueueOf(first)) << " after "
+      << sim->Attempts(first) << " attempts; last move: "
+      << (sim->Moves(first).empty() ? "none" : sim->Moves(first).back().cause + " " + sim->Moves(first).back().detail);
   // The follower measures the leaderless time from a change of the Lease it saw between two of
   // its polls; let it see the leader renew (every 300 ms) before the kill, or there is nothing
   // to measure from (a fast sanitizer run killed the leader before its first renewal).

@@ -94,7 +94,8 @@ class SchedulerQueueSim {
   SchedulerQueueSim(const SchedulerQueueSim&) = delete;
   SchedulerQueueSim& operator=(const SchedulerQueueSim&) = delete;
 
-  // Lists the pods (initial informer sync), then starts every thread.
+  // Lists the pods (initial informer sync), probes every extender endpoint once (a Service's
+  // endpoints are known before kube-scheduler starts scheduling), then starts every thread.
   absl::Status Start();
   void Stop();
 
@@ -121,6 +122,7 @@ class SchedulerQueueSim {
   void LoopOnce();
   void FlushLoop();
   void ProbeLoop();
+  void ProbeOnce();
   // The extender calls of one cycle; returns the failure ("" when bound) and whether it
   // failed in binding (handled as handleBindingCycleError).
   std::string RunCycle(const std::string& key, const std::string& pod_json, bool* bind_failed);
