@@ -37,4 +37,6 @@ for v in $variants; do
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 GSE_SANITIZER_BUILD="$v" \
     ctest --test-dir "$dir" --output-on-failure -j"$jobs" "${tests[@]+"${tests[@]}"}"
+  # Per-variant wall time, so that the CI budget (README) can be checked from any log.
+  echo "=== $v done: ${SECONDS}s since the start of the run" >&2
 done
