@@ -119,16 +119,27 @@ struct HttpPlacer::Impl {
   int64_t baseline = 0;                       // reflector events before our first write
   std::set<std::string> records ABSL_GUARDED_BY(mu);  // pods the extender records (external sync)
 
+  // Keep-alive connections to the extender. cpp-httplib 0.11 does not notice that the server
+  // closed an idle connection and fails the next request on it ("Write"), so a connection idle
+  // longer than kMaxIdle is dropped rather than reused: well inside the extender's
+  // --keep-alive-timeout (5 s) and cpp-httplib servers' default (5 s). A slow replay step (a
+  // sanitizer build, a loaded machine) otherwise turned into a spurious transport failure.
+  static constexpr absl::Duration kMaxIdle = absl::Seconds(2);
+  struct Idle {
+    std::unique_ptr<httplib::Client> client;
+    absl::Time since;
+  };
   absl::Mutex pool_mu;
-  std::vector<std::unique_ptr<httplib::Client>> pool ABSL_GUARDED_BY(pool_mu);
+  std::vector<Idle> pool ABSL_GUARDED_BY(pool_mu);
 
   std::unique_ptr<httplib::Client> Acquire() {
     {
       absl::MutexLock lock(&pool_mu);
-      if (!pool.empty()) {
-        std::unique_ptr<httplib::Client> c = std::move(pool.back());
+      const absl::Time now = absl::Now();
+      while (!pool.empty()) {
+        Idle idle = std::move(pool.back());
         pool.pop_back();
-        return c;
+        if (now - idle.since < kMaxIdle) return std::move(idle.client);
       }
     }
     auto c = std::make_unique<httplib::Client>(host, port);
@@ -140,7 +151,7 @@ struct HttpPlacer::Impl {
   }
   void Release(std::unique_ptr<httplib::Client> c) {
     absl::MutexLock lock(&pool_mu);
-    pool.push_back(std::move(c));
+    pool.push_back(Idle{std::move(c), absl::Now()});
   }
 
   absl::StatusOr<std::string> Post(const std::string& verb, const std::string& body) {
