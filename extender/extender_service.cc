@@ -523,6 +523,12 @@ Readiness Readiness::NotSynced() {
   return r;
 }
 
+Readiness Readiness::TakingOver() {
+  Readiness r = NotSynced();
+  r.message += ": this replica has just taken the Lease over and relists the cluster first";
+  return r;
+}
+
 Readiness Readiness::NotLeader(const std::string& leader, const std::string& lease) {
   Readiness r;
   r.state = State::kNotLeader;
