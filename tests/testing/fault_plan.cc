@@ -177,7 +177,7 @@ PhasePlan MakePhasePlan(uint64_t seed, int index, double scale) {
       plan.recreate.push_back(d.Raw());
       AddAction(plan, d, Action::kReleaseWatchesPartly, pods / 4, pods / 2);
       // A take-over by a replica whose watches showed nothing since the phase began.
-      if (index % (2 * kFeaturedKinds) == 3 + kFeaturedKinds) {
+      if (index % (2 * kFeaturedKinds) == 3) {
         plan.featured += "; the leader hands over while the watches are held";
         AddAction(plan, d, d.Chance(50) ? Action::kKillLeader : Action::kTerminateLeader, 1, pods / 2);
       }

@@ -10,7 +10,8 @@
 //  * writes held by the API server (late commits) stay below the Lease duration, so that a
 //    write of a dead leader cannot land after its successor took over;
 //  * a take-over while watches are held is covered: the featured phase of held watches hands
-//    over (SIGKILL or SIGTERM) every other time (index % 20 == 13, so also in the short run).
+//    over (SIGKILL or SIGTERM) every other time (index % 20 == 3: phase 3 of the short runs,
+//    and phase 23, where a long run met the stale take-over).
 //    The successor's watch has shown nothing for seconds; it must relist before it decides
 //    (extender/live_cluster.h, issue 12);
 //  * a phase with late commits hands over by SIGKILL only, never SIGTERM: a graceful leader
