@@ -523,6 +523,12 @@ Readiness Readiness::NotSynced() {
   return r;
 }
 
+Readiness Readiness::TakingOver() {
+  Readiness r = NotSynced();
+  r.message += ": this replica has just taken the Lease over and relists the cluster first";
+  return r;
+}
+
 Readiness Readiness::NotLeader(const std::string& leader, const std::string& lease) {
   Readiness r;
   r.state = State::kNotLeader;
@@ -854,12 +860,12 @@ VerbResult ExtenderService::Bind(std::string body) {
   bool own_unit = false;
   // A pod that already holds units (a concurrent bind of the same pod, an earlier bind whose
   // outcome was unknown, or a watch event that recorded the pod as bound) keeps them whatever
-  // this call's Binder says: only a holding this call created may be rolled back.
-  bool held_before = false;
+  // this call's Binder says; a reservation still in flight is joined, and counted as one more
+  // bind of it (ClusterState::Reserve), so that no call's "not bound" frees what another
+  // call's POST may still commit (ClusterState::ReleaseReservation).
   absl::StatusOr<Assignment> reserved = impl_->mirror->ReserveWith(
       claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
         const PodRecord* held = state.FindPodById(pod_id);
-        held_before = held != nullptr;
         if (held != nullptr && held->source == HoldingSource::kReserved &&
             held->assignment.node == target->node) {
           // kube-scheduler retries a bind whose outcome we could not tell (or runs it twice):
@@ -917,9 +923,10 @@ VerbResult ExtenderService::Bind(std::string body) {
     case BindOutcome::kBound:
       break;
     case BindOutcome::kNotBound:
-      // Definitely not bound: the holding this call created is rolled back (only while it is
-      // still that reservation; a watch event may have recorded the pod meanwhile).
-      if (!held_before) impl_->mirror->ReleaseReservation(pod_id, *reserved);
+      // Definitely not bound: this call's part of the reservation ends. The units are freed
+      // only while it is still that reservation (a watch event may have recorded the pod
+      // meanwhile) and no other bind of the pod is out or ended unknown.
+      impl_->mirror->ReleaseReservation(pod_id, *reserved);
       return failed(bound, seconds);
     case BindOutcome::kUnknown:
       // It may be bound (I1 under API failure): freeing the units could hand them out twice.

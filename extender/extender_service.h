@@ -63,6 +63,10 @@ struct Readiness {
 
   static Readiness Ready();
   static Readiness NotSynced();  // "extender cache not synced yet"
+  // Not synced, for a replica that has just gained the Lease: its mirror may lag behind what
+  // the previous leader bound (a follower's watch can lag), so it decides only once a list
+  // sent after the take-over is applied. "extender cache not synced yet: ...".
+  static Readiness TakingOver();
   // "not the leader; <leader> leads (Lease <lease>)", or when no live holder is known "not the
   // leader; no replica holds the Lease <lease> right now (a take-over is under way)".
   static Readiness NotLeader(const std::string& leader, const std::string& lease);

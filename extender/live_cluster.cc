@@ -256,13 +256,40 @@ void LiveCluster::Start(ExtenderService* service) {
     }
     Update();
   };
+  ro.on_listed = [this](int64_t list) {
+    bool takeover_done = false;
+    absl::Duration took;
+    {
+      absl::MutexLock lock(&mu_);
+      last_list_ = std::max(last_list_, list);
+      takeover_done = leader_ && takeover_list_ > 0 && list >= takeover_list_ &&
+                      acquired_at_ != absl::InfinitePast();
+      if (takeover_done) {
+        took = absl::Now() - acquired_at_;
+        acquired_at_ = absl::InfinitePast();
+      }
+    }
+    if (takeover_done) {
+      std::fprintf(stderr,
+                   "{\"component\":\"live_cluster\",\"event\":\"takeover_relisted\",\"list\":%lld,"
+                   "\"seconds\":%.3f}\n",
+                   static_cast<long long>(list), absl::ToDoubleSeconds(took));
+    }
+    Update();
+  };
   reflector_ = std::make_unique<KubeReflector>(client_.get(), mirror_, std::move(ro));
   if (options_.leader_elect) {
     LeaderElectionOptions eo = options_.election;
     eo.on_change = [this](bool leading) {
+      // Gaining the Lease: decide only after a list sent from now on is applied (the mirror
+      // may lag behind the previous leader's binds). Asked before the state changes, so that
+      // the list's on_listed cannot come before takeover_list_ is known.
+      const int64_t list = leading ? reflector_->RequestResync() : 0;
       {
         absl::MutexLock lock(&mu_);
         leader_ = leading;
+        takeover_list_ = list;
+        acquired_at_ = leading ? absl::Now() : absl::InfinitePast();
       }
       Update();
     };
@@ -312,6 +339,8 @@ void LiveCluster::Update() {
     readiness = Readiness::NotSynced();  // says nothing about leading: it could not decide anyway
   } else if (!leader_) {
     readiness = Readiness::NotLeader(holder_, LeaseName());
+  } else if (last_list_ < takeover_list_) {
+    readiness = Readiness::TakingOver();
   }
   const bool ready = readiness.ready();
   if (service_ != nullptr) service_->SetReadiness(std::move(readiness));

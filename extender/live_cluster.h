@@ -5,6 +5,14 @@
 // telling why when it is not (ExtenderService::SetReadiness): not synced; synced but not the
 // leader, and which replica leads as the Lease says; shutting down.
 //
+// A take-over decides only on a fresh mirror: each time this replica gains the Lease it asks
+// the reflector for a relist and stays not ready ("not synced", Readiness::TakingOver) until
+// a list sent after the acquisition has been applied, as client-go controllers wait for
+// their informers to sync after OnStartedLeading. A follower's watch may lag behind the API
+// server (a slow watch cache, a stalled stream): without this, a new leader could hand out
+// units that its predecessor bound moments before (issue 12). The cost is one full LIST per
+// take-over (at start-up a second one when the Lease is gained during the initial list).
+//
 // Each time the service becomes ready (start-up or take-over) the PodRequeuer touches the
 // pending GPU pods so that kube-scheduler retries the ones it parked meanwhile
 // (kube/pod_requeue.h); losing readiness cancels it.
@@ -133,7 +141,8 @@ class LiveCluster {
  private:
   LiveCluster(LiveClusterOptions options, Mirror* mirror, std::unique_ptr<KubeClient> client,
               std::unique_ptr<KubeClient> election_client);
-  // Recomputes readiness from (stopped, synced, leader, holder), tells the service and
+  // Recomputes readiness from (stopped, synced, leader, take-over list applied, holder), tells
+  // the service and
   // on_state, and starts or cancels the requeue when readiness turns on or off.
   void Update();
   std::string LeaseName() const;
@@ -158,6 +167,11 @@ class LiveCluster {
   ExtenderService* service_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   bool leader_ ABSL_GUARDED_BY(mu_) = false;
+  // The reflector's number of the list a take-over waits for (0: none; without election), and
+  // of the last list applied (KubeReflector::RequestResync, ReflectorOptions::on_listed).
+  int64_t takeover_list_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_list_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time acquired_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string holder_ ABSL_GUARDED_BY(mu_);  // the Lease holder as the elector last saw it
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;   // what the service was last told

@@ -199,9 +199,10 @@ bool KubeReflector::WaitForRelists(int64_t n, absl::Duration timeout) const {
                    absl::Now() + timeout);
 }
 
-void KubeReflector::RequestResync() {
+int64_t KubeReflector::RequestResync() {
   absl::MutexLock lock(&mu_);
   resync_requested_ = true;
+  return lists_sent_ + 1;
 }
 
 ReflectorCounters KubeReflector::counters() const {
@@ -362,6 +363,13 @@ void KubeReflector::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
+    int64_t list_number = 0;
+    {
+      // A request from here on is answered by the next list: this one may predate its write.
+      absl::MutexLock lock(&mu_);
+      list_number = ++lists_sent_;
+      resync_requested_ = false;
+    }
     Listed listed;
     if (absl::Status s = ListAll(&listed); !s.ok()) {
       Count(&ReflectorCounters::api_errors);
@@ -386,9 +394,9 @@ void KubeReflector::Run() {
       counters_.last_sync = absl::Now();
       if (!first) ++counters_.relists;
       relist_needed_ = false;
-      resync_requested_ = false;
     }
     if (call_synced && options_.on_synced) options_.on_synced();
+    if (options_.on_listed) options_.on_listed(list_number);
     first = false;
 
     std::vector<std::unique_ptr<WatchStopper>> stoppers;

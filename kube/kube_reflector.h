@@ -14,6 +14,10 @@
 //  * Every `resync_period` (and on RequestResync) the same relist compares the mirror before
 //    and after: each pod whose holding differs, each node whose fingerprint differs and each
 //    project whose quota differs is a drift repair, counted and logged as one JSON line.
+//  * Full lists are numbered in the order they are sent (1 = the initial one). RequestResync
+//    returns the number of the first list sent after the request, which therefore shows every
+//    write the API server committed before it; on_listed(n) says when list n has been applied
+//    (a take-over waits for that: kube/leader_election.h, extender/live_cluster.h).
 //  * A pod event or listed pod that shows a pod pending while the mirror holds that pod (same
 //    UID) is older than our own bind (spec.nodeName never returns to empty) and is not
 //    applied: a holding is never dropped by a stale view of the pod.
@@ -48,6 +52,9 @@ struct ReflectorOptions {
   absl::Duration backoff_max = absl::Seconds(30);
   // Called once, from the reflector's thread, right after the first full list was applied.
   std::function<void()> on_synced;
+  // Called from the reflector's thread after each full list (initial, 410, resync) was
+  // applied, with its number (see RequestResync); after on_synced for the first. May be empty.
+  std::function<void(int64_t list)> on_listed;
   // Where one-line JSON logs go (drift repairs, errors); default: stderr.
   std::function<void(const std::string& json_line)> log;
 };
@@ -92,8 +99,9 @@ class KubeReflector {
   bool synced() const;
   // Blocks until synced (true) or until `timeout` passes (false).
   bool WaitForSync(absl::Duration timeout) const;
-  // Asks for a relist with drift repair now (asynchronous).
-  void RequestResync();
+  // Asks for a relist with drift repair now (asynchronous). Returns the number of the list
+  // that will answer it: the next one sent (a list already under way may predate the request).
+  int64_t RequestResync();
   // Blocks until `n` relists have completed since start (tests), false on timeout.
   bool WaitForRelists(int64_t n, absl::Duration timeout) const;
   ReflectorCounters counters() const;
@@ -128,6 +136,7 @@ class KubeReflector {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool relist_needed_ ABSL_GUARDED_BY(mu_) = false;  // a watch saw 410
   bool resync_requested_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t lists_sent_ ABSL_GUARDED_BY(mu_) = 0;  // full lists started (numbers handed out)
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::thread runner_;
 };

@@ -219,6 +219,11 @@ struct PodRecord {
   // the API's objects settle it: the watch shows the pod bound (confirmed) or deleted
   // (released), or a relist listed after this time shows it not bound here (dropped).
   absl::Time unconfirmed_since = absl::InfinitePast();
+  // kReserved only: Bind calls between their Reserve and their outcome. kube-scheduler may
+  // bind the same pod twice at once (a retry while the first POST is still out): the retry
+  // joins the reservation, and a definite "not bound" of one call must not free units that
+  // the other's POST may still commit (ReleaseReservation).
+  int32_t binds_in_flight = 0;
 };
 
 struct ProjectState {
@@ -282,6 +287,9 @@ class ClusterState {
   // reason and changes nothing. The pod (its UID) that already holds exactly `a` succeeds
   // (a retried bind, idempotent); holding something else it fails with AlreadyExists. A pod
   // of the same namespace/name with another UID is another pod: it takes its own capacity.
+  // With kReserved each success starts one bind of the pod (PodRecord::binds_in_flight, on a
+  // reservation that is still kReserved); its outcome ends it: Confirm, ReleaseReservation or
+  // MarkUnconfirmed.
   absl::Status Reserve(const PodClaim& claim, const Assignment& a,
                        HoldingSource source = HoldingSource::kReserved);
   // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod (its
@@ -289,12 +297,14 @@ class ClusterState {
   absl::Status Confirm(absl::string_view pod_id, absl::Time bound_at = absl::Now());
   // Releases everything the pod (its PodRecord::id) holds; false if it held nothing.
   bool Release(absl::string_view pod_id);
-  // Ends the reservation of a bind that definitely did not commit: only while the pod still
-  // holds exactly `a` as kReserved (a watch event may have confirmed or replaced it). False
-  // if nothing was released.
+  // Ends one bind of a reservation that definitely did not commit. The units are released
+  // only while the pod still holds exactly `a` as kReserved (a watch event may have confirmed
+  // or replaced it), no other bind of it is in flight (its POST may still commit) and none
+  // ended with an unknown outcome (it may have committed). False if nothing was released.
   bool ReleaseReservation(absl::string_view pod_id, const Assignment& a);
-  // The bind of this reservation ended with an unknown outcome at `since`: it stays held
-  // (PodRecord::unconfirmed_since). No-op unless the pod holds a kReserved record.
+  // A bind of this reservation ended with an unknown outcome at `since`: it stays held
+  // (PodRecord::unconfirmed_since, the first such time). No-op unless the pod holds a
+  // kReserved record.
   void MarkUnconfirmed(absl::string_view pod_id, absl::Time since = absl::Now());
   // Records `rec` (a holding of another ClusterState: Mirror::ReplaceAll carries in-flight
   // binds across a relist) as it is, charged to `project`: no admission rule is applied

@@ -42,7 +42,12 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   if (claim.key.empty()) return absl::InvalidArgumentError("reserve: pod key is empty");
   const std::string id = PodIdOf(claim.uid, claim.key);
   if (auto it = pods_.find(id); it != pods_.end()) {
-    if (it->second.assignment == a) return absl::OkStatus();  // a retried bind
+    if (it->second.assignment == a) {  // a retried bind (or one running at the same time)
+      if (source == HoldingSource::kReserved && it->second.source == HoldingSource::kReserved) {
+        ++it->second.binds_in_flight;
+      }
+      return absl::OkStatus();
+    }
     return absl::AlreadyExistsError(
         absl::StrCat("pod ", claim.key, " already holds units on node ", it->second.assignment.node));
   }
@@ -64,6 +69,7 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.project = InternProject(project_name);
   rec.assignment = a;
   rec.source = source;
+  rec.binds_in_flight = source == HoldingSource::kReserved ? 1 : 0;
   AddPodRecord(std::move(rec));
   return absl::OkStatus();
 }
@@ -174,6 +180,7 @@ absl::Status ClusterState::Confirm(absl::string_view pod_id, absl::Time bound_at
     it->second.source = HoldingSource::kConfirmed;
     it->second.bound_by_us_at = bound_at;
     it->second.unconfirmed_since = absl::InfinitePast();
+    it->second.binds_in_flight = 0;  // the others' outcomes find it bound: nothing to undo
   }
   return absl::OkStatus();
 }
@@ -184,15 +191,19 @@ bool ClusterState::ReleaseReservation(absl::string_view pod_id, const Assignment
       !(it->second.assignment == a)) {
     return false;
   }
+  PodRecord& rec = it->second;
+  if (rec.binds_in_flight > 0) --rec.binds_in_flight;
+  // Another bind of the same pod still out, or one that may have committed: the units stay
+  // until that outcome (or the API's objects) settles them.
+  if (rec.binds_in_flight > 0 || rec.unconfirmed_since != absl::InfinitePast()) return false;
   return Release(pod_id);
 }
 
 void ClusterState::MarkUnconfirmed(absl::string_view pod_id, absl::Time since) {
   auto it = pods_.find(pod_id);
-  if (it != pods_.end() && it->second.source == HoldingSource::kReserved &&
-      it->second.unconfirmed_since == absl::InfinitePast()) {
-    it->second.unconfirmed_since = since;
-  }
+  if (it == pods_.end() || it->second.source != HoldingSource::kReserved) return;
+  if (it->second.binds_in_flight > 0) --it->second.binds_in_flight;
+  if (it->second.unconfirmed_since == absl::InfinitePast()) it->second.unconfirmed_since = since;
 }
 
 }  // namespace gse

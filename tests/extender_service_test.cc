@@ -148,13 +148,15 @@ class FakeBinder : public Binder {
     BindResult result;
     {
       absl::MutexLock lock(&mu_);
+      const size_t index = calls_.size();
       calls_.push_back(Call{target, annotations});
       // While held, wait (an API call in flight). A CondVar, not Mutex::Await: absl evaluates
       // an Await condition inside its own (uninstrumented) code, where ThreadSanitizer cannot
       // see that mu_ is held.
-      while (held_) released_.Wait(&mu_);
+      while (held_ || (hold_each_ && answers_.count(index) == 0)) released_.Wait(&mu_);
       during = during_;
-      result = result_;
+      auto answer = answers_.find(index);
+      result = answer != answers_.end() ? answer->second : result_;
     }
     if (during) during(Call{target, annotations});  // what happens while the POST is out
     return result;
@@ -177,9 +179,30 @@ class FakeBinder : public Binder {
     held_ = held;
     released_.SignalAll();
   }
+  // While holding each, every Bind records its call and waits until Answer() gives that call
+  // (its index in calls()) a result of its own: concurrent binds answered in a chosen order.
+  void HoldEach(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_each_ = hold;
+    released_.SignalAll();
+  }
+  void Answer(size_t call, BindResult r) {
+    absl::MutexLock lock(&mu_);
+    answers_.insert_or_assign(call, std::move(r));
+    released_.SignalAll();
+  }
   std::vector<Call> calls() {
     absl::MutexLock lock(&mu_);
     return calls_;
+  }
+  // Blocks until `n` calls were made (false after 10 s).
+  bool WaitForCalls(size_t n) {
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (calls().size() < n) {
+      if (absl::Now() > until) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
   }
 
  private:
@@ -188,6 +211,8 @@ class FakeBinder : public Binder {
   std::function<void(const Call&)> during_ ABSL_GUARDED_BY(mu_);
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
   bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_each_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<size_t, BindResult> answers_ ABSL_GUARDED_BY(mu_);  // by call index
   absl::CondVar released_;
 };
 
@@ -869,6 +894,71 @@ TEST_F(ExtenderServiceTest, NotBoundReleasesOnlyTheReservationThisCallStillHolds
   PodRecord held;
   ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr) << "a holding the watch confirmed was freed";
   EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+}
+
+// Issue 12: kube-scheduler binds the same pod twice at once (its retry while the first POST is
+// still out). The retry joins the first call's reservation; the first call's definite "not
+// bound" must not free the unit while the retry's POST may still commit: the unit would look
+// free while the pod ends up bound on it. Interleaving: first POST out, retry's POST out,
+// first answered 503 (not applied), then the retry's commits.
+TEST_F(ExtenderServiceTest, NotBoundOfOneOfTwoConcurrentBindsKeepsTheUnitTheOtherMayCommit) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.HoldEach(true);
+  VerbResult first, retry;
+  std::thread first_bind([&] { first = service_->Bind(BindBody("p", "uid-p", "one")); });
+  ASSERT_TRUE(binder_.WaitForCalls(1));
+  std::thread retry_bind([&] { retry = service_->Bind(BindBody("p", "uid-p", "one")); });
+  ASSERT_TRUE(binder_.WaitForCalls(2));
+  EXPECT_EQ(binder_.calls()[1].annotations, binder_.calls()[0].annotations);  // joined
+
+  binder_.Answer(0, BindResult::NotBound(absl::UnavailableError("503: not applied")));
+  first_bind.join();
+  EXPECT_EQ(Json(first.body)["Error"].GetString(), std::string("binding rejected: 503: not applied"));
+  PodRecord held;
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr)
+      << "the unit was freed while the retry's POST may still commit";
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+  // Nobody else gets the unit meanwhile.
+  const FilterAnswer other =
+      ReadFilterAnswer(service_->Filter(NamesBody(PodJson("q", "uid-q", {{kMig, "1"}}), {"one"})));
+  EXPECT_TRUE(other.passed.empty());
+
+  binder_.Answer(1, BindResult::Bound());
+  retry_bind.join();
+  EXPECT_EQ(retry.body, R"({"Error":""})");
+  ASSERT_NE(FindPodCopy("ml-team/p", &held), nullptr);
+  EXPECT_EQ(held.source, HoldingSource::kConfirmed);
+  EXPECT_EQ(Usage("ml-team", kMig), 1);
+  EXPECT_TRUE(Audit().problems.empty());
+}
+
+// The same two binds both definitely not bound: the last one out frees the unit (nothing
+// leaks: a reservation without a bind in flight would never be settled by a relist).
+TEST_F(ExtenderServiceTest, TwoConcurrentBindsBothNotBoundFreeTheUnitOnce) {
+  AddNode(MakeNode("one", {{kMig, {1, 1}}}));
+  ASSERT_EQ(service_->Filter(NamesBody(PodJson("p", "uid-p", {{kMig, "1"}}), {"one"})).status, 200);
+  binder_.HoldEach(true);
+  std::thread first_bind([&] { service_->Bind(BindBody("p", "uid-p", "one")); });
+  ASSERT_TRUE(binder_.WaitForCalls(1));
+  std::thread retry_bind([&] { service_->Bind(BindBody("p", "uid-p", "one")); });
+  ASSERT_TRUE(binder_.WaitForCalls(2));
+  binder_.Answer(1, BindResult::NotBound(absl::UnavailableError("503")));
+  retry_bind.join();
+  PodRecord held;
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);  // the first POST is still out
+  binder_.Answer(0, BindResult::NotBound(absl::UnavailableError("503")));
+  first_bind.join();
+  EXPECT_EQ(FindPodCopy("ml-team/p", &held), nullptr);
+  EXPECT_EQ(Usage("ml-team", kMig), 0);
+  // And when one of them ended unknown, a definite "not bound" of the other frees nothing.
+  binder_.HoldEach(false);
+  binder_.SetResult(BindResult::Unknown(absl::DeadlineExceededError("timed out")));
+  ASSERT_NE(Place("p", "uid-p", {{kMig, "1"}}, "one"), "");
+  binder_.SetResult(BindResult::NotBound(absl::UnavailableError("503")));
+  ASSERT_NE(Place("p", "uid-p", {{kMig, "1"}}, "one"), "");
+  EXPECT_NE(FindPodCopy("ml-team/p", &held), nullptr);
   EXPECT_EQ(Usage("ml-team", kMig), 1);
 }
 

@@ -584,6 +584,58 @@ TEST_F(LiveClusterTest, TwoExtendersOneLeaderTakeOverWithoutDoubleBooking) {
   EXPECT_TRUE(Eventually([&] { return DebugHolders(follower->service->DebugStateJson()) == audit.holders; }));
 }
 
+// Issue 12: a follower whose watch lags behind the API server (a slow watch cache, a stream
+// that broke and is reconnecting) gains the Lease. It must not decide on that mirror: the
+// previous leader bound pods it has not seen, and it would hand their units out again. It
+// stays not ready, saying so, until a list sent after the take-over has been applied (one
+// LIST), and then sees every unit taken.
+TEST_F(LiveClusterTest, TakeOverWithALaggingWatchDecidesOnlyAfterAFreshList) {
+  auto a = StartExtender(TestOptions(kubeconfig_, true, "extender-a"));
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(Eventually([&] { return a->service->Ready(); }, absl::Seconds(5)));
+  auto b = StartExtender(TestOptions(kubeconfig_, true, "extender-b"));
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(Eventually([&] { return b->live->synced() && fake_.open_watches() == 8 && fake_.WatchesCaughtUp(); },
+                         absl::Seconds(5)));
+  ASSERT_FALSE(b->service->Ready());
+
+  // From here on no watch delivers anything: b's mirror stays as it is now.
+  fake_.HoldWatches(true);
+  std::vector<std::string> first;
+  for (int i = 0; i < 7; ++i) first.push_back(Pod(fake_, "team-c", absl::StrCat("x-", i), {{kExclusive, "1"}}));
+  for (const auto& [k, att] : ScheduleAll(*a->service, first, 2, 3)) ASSERT_TRUE(att.bound()) << k;
+  const std::string late = Pod(fake_, "team-c", "late", {{kExclusive, "1"}});
+
+  // b's relist after the take-over waits at the API server until released.
+  FakeApiServer::Fault held_list;
+  held_list.method = "GET";
+  held_list.path_contains = "/api/v1/nodes";
+  held_list.query_contains = "limit=";
+  held_list.hold = true;
+  fake_.AddFault(held_list);
+  a->live->Stop();  // releases the Lease: b takes it at its next read
+  ASSERT_TRUE(Eventually([&] { return b->live->leader(); }, absl::Seconds(5)));
+  EXPECT_TRUE(Eventually([&] { return fake_.held() == 1; }, absl::Seconds(5)))
+      << "no list after the take-over";
+  // Leading, not deciding: kube-scheduler gets the not-synced answer, nothing is bound.
+  EXPECT_FALSE(b->service->Ready());
+  Attempt refused = ScheduleOnce(*b->service, fake_, "team-c", "late");
+  EXPECT_THAT(refused.filter_error, HasSubstr("extender cache not synced yet"));
+  EXPECT_THAT(refused.filter_error, HasSubstr("taken the Lease over"));
+  fake_.ClearFaults();
+  fake_.ReleaseHeld();
+
+  ASSERT_TRUE(Eventually([&] { return b->service->Ready(); }, absl::Seconds(5)));
+  // The fresh list shows a's seven binds although b's watches still deliver nothing.
+  Attempt after = ScheduleOnce(*b->service, fake_, "team-c", "late");
+  EXPECT_FALSE(after.bound()) << "bound onto " << after.chosen;
+  EXPECT_THAT(after.failed["gpu-node-a"], HasSubstr("no free unit"));
+  fake_.HoldWatches(false);
+  Audit audit = AuditApiServer(fake_);
+  EXPECT_THAT(audit.violations, ::testing::IsEmpty());
+  EXPECT_EQ(audit.bound_with_assignment, 7);
+}
+
 TEST_F(LiveClusterTest, ConnectErrorsNameWhatIsWrong) {
   Mirror mirror(std::make_shared<const Catalog>(Catalog::BuiltIn()), MirrorOptions());
   auto missing = LiveCluster::Connect(TestOptions("/nonexistent/kubeconfig"), &mirror);

@@ -98,10 +98,6 @@ void AddAction(PhasePlan& plan, Draw& d, Action kind, int64_t lo, int64_t hi) {
   plan.actions.push_back(PlannedAction{kind, d.Between(lo, std::max(lo, hi)), d.Raw()});
 }
 
-bool KillsReplicas(Action a) {
-  return a == Action::kKillLeader || a == Action::kTerminateLeader || a == Action::kRestartAll;
-}
-
 }  // namespace
 
 const char* ApiFaultName(ApiFault f) {
@@ -180,6 +176,11 @@ PhasePlan MakePhasePlan(uint64_t seed, int index, double scale) {
       plan.recreate.push_back(d.Raw());
       plan.recreate.push_back(d.Raw());
       AddAction(plan, d, Action::kReleaseWatchesPartly, pods / 4, pods / 2);
+      // A take-over by a replica whose watches showed nothing since the phase began.
+      if (index % (2 * kFeaturedKinds) == 3) {
+        plan.featured += "; the leader hands over while the watches are held";
+        AddAction(plan, d, d.Chance(50) ? Action::kKillLeader : Action::kTerminateLeader, 1, pods / 2);
+      }
       break;
     case 4:
       plan.featured = "namespace relabelled and quota lowered, then a relist";
@@ -235,12 +236,7 @@ PhasePlan MakePhasePlan(uint64_t seed, int index, double scale) {
     const int kind = static_cast<int>(d.Between(0, 2));
     AddFact(plan, RandomFact(d, kind, false));
   }
-  if (plan.hold_watches) {
-    AddAction(plan, d, Action::kReleaseWatches, pods / 2 + 1, pods);
-    plan.actions.erase(std::remove_if(plan.actions.begin(), plan.actions.end(),
-                                      [](const PlannedAction& a) { return KillsReplicas(a.kind); }),
-                       plan.actions.end());
-  }
+  if (plan.hold_watches) AddAction(plan, d, Action::kReleaseWatches, pods / 2 + 1, pods);
   const bool late_commits = std::any_of(plan.faults.begin(), plan.faults.end(), [](const PlannedFault& f) {
     return f.kind == ApiFault::kLateCommit;
   });
