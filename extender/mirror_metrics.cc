@@ -34,8 +34,9 @@ MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirro
                       .Register(registry)),
       project_units_(prometheus::BuildGauge()
                          .Name("gse_project_units")
-                         .Help("Units a project holds (exclusive), owns (time-sliced) or shares "
-                               "it holds (mps), per offering: what its quota is charged")
+                         .Help("What a project's quota is charged per offering: units held "
+                               "(exclusive), tickets of the slices it owns (time-sliced) or "
+                               "shares held (mps)")
                          .Register(registry)),
       project_quota_(prometheus::BuildGauge()
                          .Name("gse_project_quota_units")

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "state/quota_charge.h"
 
 namespace gse {
 
@@ -150,9 +151,8 @@ bool AdmitsProject(const UnitView& v, const Offering& offering, ProjectId projec
   return false;
 }
 
-// What the project is charged for one unit, in the unit of ProjectState::usage: one per
-// holding (exclusive), one per owned unit however many tickets (time-sliced), shares (mps).
-// Counts only holders not evicted when `skip_evicted`.
+// What the project is charged for one unit (state/quota_charge.h), counting only holders not
+// evicted when `skip_evicted`.
 int64_t ChargeOnUnit(const ClusterState& state, const Unit& unit, const Offering& offering,
                      ProjectId project, const Evictions& evicted, bool skip_evicted) {
   int64_t holdings = 0;
@@ -163,12 +163,7 @@ int64_t ChargeOnUnit(const ClusterState& state, const Unit& unit, const Offering
     ++holdings;
     shares += h.amount;
   }
-  switch (offering.sharing) {
-    case Sharing::kExclusive: return holdings;
-    case Sharing::kTimeSliced: return holdings > 0 ? 1 : 0;
-    case Sharing::kMps: return shares;
-  }
-  return 0;
+  return QuotaCharge(offering, unit, holdings, shares);
 }
 
 // The project's usage of `offering` once `evicted` are gone.
@@ -198,9 +193,11 @@ int64_t EffectiveUsage(const ClusterState& state, ProjectId project, const Offer
 
 // What the project may still take of the offering once `evicted` are gone.
 struct Headroom {
-  bool unlimited = true;
-  int64_t left = 0;  // may be negative (quota lowered below usage)
-  bool Allows(int64_t more) const { return unlimited || more <= left; }
+  Sharing sharing = Sharing::kExclusive;
+  int64_t quota = -1;  // -1: unlimited
+  int64_t usage = 0;   // may stand above quota (quota lowered below usage)
+  // `more`: the charge to add; for time-sliced any positive value (a new slice).
+  bool Allows(int64_t more) const { return QuotaAllows(sharing, quota, usage, more); }
 };
 
 Headroom QuotaHeadroom(const ClusterState& state, ProjectId project, const Offering& offering,
@@ -210,9 +207,10 @@ Headroom QuotaHeadroom(const ClusterState& state, ProjectId project, const Offer
                             ? (state.options().unlimited_without_quota ? -1 : 0)
                             : state.Quota(project, offering.id);
   Headroom h;
+  h.sharing = offering.sharing;
   if (quota < 0) return h;
-  h.unlimited = false;
-  h.left = quota - EffectiveUsage(state, project, offering, evicted);
+  h.quota = quota;
+  h.usage = EffectiveUsage(state, project, offering, evicted);
   return h;
 }
 
@@ -331,7 +329,7 @@ Verdict Decide(const Offering& offering, const PodRequest& request, const Room& 
         verdict.reason = FitReason::kNoFreeTicket;
         return verdict;
       }
-      new_usage = 1;  // one more owned unit
+      new_usage = 1;  // one more owned slice (its size does not matter: quota_charge.h)
       break;
     case Sharing::kMps:
       if (room.max_admissible_free < request.amount) {

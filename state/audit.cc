@@ -12,6 +12,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "state/quota_charge.h"
 
 namespace gse {
 namespace cluster_state_internal {
@@ -210,18 +211,10 @@ class Auditor {
       Problem("unit ", id(), " owner ", ProjectName(unit.owner), " disagrees with its holders");
     }
     for (const auto& [project, held] : c.projects) {
-      int64_t& u = usage_[{project, offering.id}];
-      switch (offering.sharing) {
-        case Sharing::kExclusive:
-          u += held.first;
-          break;
-        case Sharing::kTimeSliced:
-          u += 1;
-          break;
-        case Sharing::kMps:
-          u += held.second;
-          break;
-      }
+      const int64_t charge = QuotaCharge(offering, unit, held.first, held.second);
+      usage_[{project, offering.id}] += charge;
+      int64_t& largest = largest_unit_[{project, offering.id}];
+      largest = std::max(largest, charge);
     }
   }
 
@@ -253,7 +246,8 @@ class Auditor {
                 s_.catalog_->Get(offering).resource, " is 0 but pod records give ", value);
       }
       const int64_t quota = s_.Quota(project, offering);
-      if (quota >= 0 && value > quota) {
+      const Sharing sharing = s_.catalog_->Get(offering).sharing;
+      if (!WithinQuota(sharing, quota, value, largest_unit_[pair])) {
         ++report_.over_quota_projects;
         Problem("project ", ProjectName(project), " holds ", value, " of ",
                 s_.catalog_->Get(offering).resource, ", over its quota ", quota);
@@ -265,6 +259,8 @@ class Auditor {
   AuditReport report_;
   absl::flat_hash_map<const Unit*, Count> counts_;
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int64_t> usage_;
+  // The largest charge of a single unit per (project, offering), for WithinQuota.
+  absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int64_t> largest_unit_;
 };
 
 }  // namespace cluster_state_internal

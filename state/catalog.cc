@@ -36,7 +36,9 @@
 //   * at most 1,000 offerings, 64 aliases and 64 nodeSelector entries per offering, 1 KiB
 //     per string value (so that YAML aliases `*x` cannot multiply one huge string).
 // yaml-cpp reports errors by throwing; every exception is caught here and becomes an
-// InvalidArgument status with the line and column.
+// InvalidArgument status with the line and column. The text goes through
+// LoadOneYamlDocument (yaml_document.h), never yaml-cpp's LoadAll, which loops for ever on a
+// stray ',' where a node should start (`!Th,e*`, found by fuzz/catalog_fuzz).
 #include "state/catalog.h"
 
 #include <algorithm>
@@ -59,6 +61,7 @@
 #include "absl/strings/str_join.h"
 #include "rapidjson/document.h"
 #include "state/json_reader.h"
+#include "state/yaml_document.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gse {
@@ -938,14 +941,6 @@ class YamlReader {
   std::vector<absl::flat_hash_map<std::string, YAML::Mark>> field_marks_;
 };
 
-absl::Status SyntaxError(const YAML::Mark& mark, absl::string_view msg) {
-  if (mark.is_null() || mark.line < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("YAML syntax error: ", msg));
-  }
-  return absl::InvalidArgumentError(absl::StrFormat("YAML syntax error at line %d, column %d: %s",
-                                                    mark.line + 1, mark.column + 1, msg));
-}
-
 absl::Status CheckBytes(absl::string_view text) {
   if (text.size() > kMaxDocumentBytes) {
     return absl::InvalidArgumentError(
@@ -1069,31 +1064,19 @@ absl::StatusOr<Catalog> Catalog::Parse(absl::string_view text) {
   if (absl::Status s = DocumentScanner().Scan(text); !s.ok()) return s;
   if (absl::Status s = CheckJsonDocument(text); !s.ok()) return s;
 
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return SyntaxError(e.mark, e.msg);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot parse YAML: ", e.what()));
-  } catch (...) {
-    return absl::InvalidArgumentError("cannot parse YAML: unknown error");
-  }
-  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
+  absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(text, "a catalog");
+  if (!doc.ok()) return doc.status();
+  if (!doc->IsDefined() || doc->IsNull()) {
     return absl::InvalidArgumentError(
         "empty document: a catalog needs apiVersion, kind and offerings");
-  }
-  if (docs.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("document stream holds ", docs.size(),
-                                                   " YAML documents; a catalog is exactly one"));
   }
 
   YamlReader reader;
   std::vector<Offering> offerings;
   try {
-    if (absl::Status s = reader.Read(docs[0], &offerings); !s.ok()) return s;
+    if (absl::Status s = reader.Read(*doc, &offerings); !s.ok()) return s;
   } catch (const YAML::Exception& e) {
-    return SyntaxError(e.mark, e.msg);
+    return YamlSyntaxError(e.mark, e.msg);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot read catalog: ", e.what()));
   } catch (...) {

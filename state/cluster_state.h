@@ -228,9 +228,12 @@ struct PodRecord {
 
 struct ProjectState {
   std::string name;
-  // Units held (exclusive), units owned (time-sliced) or shares held (mps), per offering.
+  // What the project's quota is charged per offering (state/quota_charge.h): units held
+  // (exclusive), the tickets of the slices it owns (time-sliced; each slice's real ticket
+  // count) or shares held (mps).
   absl::flat_hash_map<OfferingId, int64_t> usage;
-  // Same unit as usage; absent = no ResourceQuota entry (MirrorOptions decides).
+  // The hard value, in the same currency; absent = no ResourceQuota entry (MirrorOptions
+  // decides).
   absl::flat_hash_map<OfferingId, int64_t> quota;
 };
 
@@ -246,7 +249,7 @@ struct PodClaim {
 struct AuditReport {
   int64_t oversubscribed_units = 0;  // used > capacity, or holders' sum != used
   int64_t multi_owner_units = 0;     // time-sliced (or single-project mps) unit with 2+ projects
-  int64_t over_quota_projects = 0;   // (project, offering) pairs with usage > quota
+  int64_t over_quota_projects = 0;   // (project, offering) pairs over quota (WithinQuota)
   // Derived counters (OfferingSummary, the per-project index) that disagree with a recount
   // from the units: a bug in the mirror, never caused by API facts.
   int64_t stale_summaries = 0;
@@ -341,9 +344,9 @@ class ClusterState {
   ProjectId FindProject(absl::string_view name) const;  // kNoProject if never seen
   const ProjectState& project(ProjectId id) const { return projects_[static_cast<size_t>(id)]; }
   size_t project_count() const { return projects_.size(); }
-  // Units used by the project of `offering` (0 for kNoProject).
+  // The project's charge for `offering` (ProjectState::usage; 0 for kNoProject).
   int64_t Usage(ProjectId project, OfferingId offering) const;
-  // Quota in the same unit; -1 = unlimited.
+  // Quota in the same currency; -1 = unlimited. quota_charge.h says what a project may take.
   int64_t Quota(ProjectId project, OfferingId offering) const;
   // The room table of `offering`: the row of a node is at its NodeState::slot, the row at
   // kUnknownSlot stands for a node the state does not know (Availability::kNodeUnknown).
@@ -370,6 +373,12 @@ class ClusterState {
   void AddPodRecord(PodRecord rec);
   void AddHolding(const PodRecord& pod);
   void RemoveHolding(const PodRecord& pod);
+  // Adds `sign` times the quota charge of every holding on the offering's units to the
+  // holders' usage: -1 before a node update may change the units' capacity, +1 after.
+  void ChargeHoldings(const NodeOffering& no, int sign);
+  // Holders and their summed amount that `pod`'s project has on `unit`, `pod` not counted.
+  std::pair<int64_t, int64_t> ProjectOnUnit(const Unit& unit, const PodRecord& pod) const;
+  void AddUsage(ProjectId project, OfferingId offering, int64_t delta);
   void RecomputeOwner(Unit& unit, const Offering& offering);
   // Recomputes the summaries of every offering of the node (and its held_units) from the
   // units, and moves the per-project index from the old summaries to the new ones. Called

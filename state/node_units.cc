@@ -312,6 +312,9 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   for (auto& [k, v] : d.labels) node.labels.emplace(std::move(k), std::move(v));
   node.fingerprint = d.fingerprint;
 
+  // A slice's charge is its ticket count (quota_charge.h), which the new replicas label may
+  // change: take the holdings' charges off here and put them back once the units are resized.
+  for (const NodeOffering& no : node.offerings) ChargeHoldings(no, -1);
   std::vector<NodeOffering> old = std::move(node.offerings);
   node.offerings.clear();
   node.offerings.reserve(d.offerings.size());
@@ -340,6 +343,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     ResizeUnits(prev, 0, prev.replicas);
     InsertOffering(node, std::move(prev));
   }
+  for (const NodeOffering& no : node.offerings) ChargeHoldings(no, +1);
   Reindex(object.name);
   return true;
 }

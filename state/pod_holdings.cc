@@ -18,8 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "state/cluster_state_internal.h"
+#include "state/quota_charge.h"
 
 namespace gse {
 namespace {
@@ -98,10 +100,50 @@ void ClusterState::RecomputeOwner(Unit& unit, const Offering& offering) {
   unit.owner = first;
 }
 
+// What the project of `pod` has on `unit` besides `pod` itself: holders and their amount.
+std::pair<int64_t, int64_t> ClusterState::ProjectOnUnit(const Unit& unit,
+                                                        const PodRecord& pod) const {
+  std::pair<int64_t, int64_t> held{0, 0};
+  for (const Holding& h : unit.holders) {
+    if (h.pod_id == pod.id) continue;
+    auto it = pods_.find(h.pod_id);
+    if (it == pods_.end() || it->second.project != pod.project) continue;
+    ++held.first;
+    held.second += h.amount;
+  }
+  return held;
+}
+
+void ClusterState::AddUsage(ProjectId project, OfferingId offering, int64_t delta) {
+  if (delta == 0 || project < 0 || static_cast<size_t>(project) >= projects_.size()) return;
+  auto& usage = projects_[static_cast<size_t>(project)].usage;
+  auto it = usage.try_emplace(offering, 0).first;
+  if ((it->second += delta) == 0) usage.erase(it);
+}
+
+void ClusterState::ChargeHoldings(const NodeOffering& no, int sign) {
+  const Offering& offering = catalog_->Get(no.offering);
+  for (const Unit& unit : no.units) {
+    // Per project on this unit: holders and amount (one project, but for API facts).
+    absl::InlinedVector<std::pair<ProjectId, std::pair<int64_t, int64_t>>, 2> per_project;
+    for (const Holding& h : unit.holders) {
+      auto it = pods_.find(h.pod_id);
+      if (it == pods_.end()) continue;
+      auto p = std::find_if(per_project.begin(), per_project.end(),
+                            [&](const auto& e) { return e.first == it->second.project; });
+      if (p == per_project.end()) p = per_project.insert(per_project.end(), {it->second.project, {0, 0}});
+      ++p->second.first;
+      p->second.second += h.amount;
+    }
+    for (const auto& [project, held] : per_project) {
+      AddUsage(project, no.offering, sign * QuotaCharge(offering, unit, held.first, held.second));
+    }
+  }
+}
+
 void ClusterState::AddHolding(const PodRecord& pod) {
   const Assignment& a = pod.assignment;
   const Offering& offering = catalog_->Get(a.offering);
-  ProjectState& project = projects_[static_cast<size_t>(pod.project)];
   for (int32_t index : a.units) {
     const size_t nodes_before = nodes_.size();
     Unit& unit = EnsureUnit(nodes_, *catalog_, a.node, a.offering, index);
@@ -109,24 +151,12 @@ void ClusterState::AddHolding(const PodRecord& pod) {
       nodes_.find(a.node)->second->slot = AllocateSlot();
       BumpNodeSetVersion();
     }
-    bool project_holds = false;
-    for (const Holding& h : unit.holders) {
-      auto it = pods_.find(h.pod_id);
-      if (it != pods_.end() && it->second.project == pod.project) project_holds = true;
-    }
+    const auto [holdings, amount] = ProjectOnUnit(unit, pod);
     unit.holders.push_back(Holding{pod.id, a.amount_per_unit});
     unit.used += a.amount_per_unit;
-    switch (offering.sharing) {
-      case Sharing::kExclusive:
-        project.usage[a.offering] += 1;
-        break;
-      case Sharing::kTimeSliced:
-        if (!project_holds) project.usage[a.offering] += 1;
-        break;
-      case Sharing::kMps:
-        project.usage[a.offering] += a.amount_per_unit;
-        break;
-    }
+    AddUsage(pod.project, a.offering,
+             QuotaCharge(offering, unit, holdings + 1, amount + a.amount_per_unit) -
+                 QuotaCharge(offering, unit, holdings, amount));
     RecomputeOwner(unit, offering);
   }
   Reindex(a.node);
@@ -139,7 +169,6 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
   NodeOffering* no = node_it->second->Find(a.offering);
   if (no == nullptr) return;
   const Offering& offering = catalog_->Get(a.offering);
-  ProjectState& project = projects_[static_cast<size_t>(pod.project)];
   for (int32_t index : a.units) {
     if (index < 0 || static_cast<size_t>(index) >= no->units.size()) continue;
     Unit& unit = no->units[static_cast<size_t>(index)];
@@ -149,27 +178,10 @@ void ClusterState::RemoveHolding(const PodRecord& pod) {
     const int32_t amount = h->amount;
     unit.holders.erase(h);
     unit.used -= amount;
-    bool project_holds = false;
-    for (const Holding& other : unit.holders) {
-      auto it = pods_.find(other.pod_id);
-      if (it != pods_.end() && it->second.project == pod.project) project_holds = true;
-    }
-    int64_t delta = 0;
-    switch (offering.sharing) {
-      case Sharing::kExclusive:
-        delta = 1;
-        break;
-      case Sharing::kTimeSliced:
-        delta = project_holds ? 0 : 1;
-        break;
-      case Sharing::kMps:
-        delta = amount;
-        break;
-    }
-    if (delta != 0) {
-      auto u = project.usage.find(a.offering);
-      if (u != project.usage.end() && (u->second -= delta) == 0) project.usage.erase(u);
-    }
+    const auto [holdings, others] = ProjectOnUnit(unit, pod);
+    AddUsage(pod.project, a.offering,
+             QuotaCharge(offering, unit, holdings, others) -
+                 QuotaCharge(offering, unit, holdings + 1, others + amount));
     RecomputeOwner(unit, offering);
   }
   // Trimming drops only free draining units and empty offerings, which the index does not

@@ -17,7 +17,7 @@
 namespace gse {
 namespace {
 
-// The quota of one ResourceQuota object for one offering, in usage units; -1 when the object
+// The quota of one ResourceQuota object for one offering, in the currency of usage; -1 when the object
 // has no key for the offering. Kubernetes enforces requests.<name> for the name a pod uses,
 // so the quota key, the canonical name and every alias count; the tightest one applies.
 int64_t QuotaOfObject(const Offering& offering, const ResourceQuotaObject& quota) {
@@ -30,13 +30,9 @@ int64_t QuotaOfObject(const Offering& offering, const ResourceQuotaObject& quota
   for (const std::string& key : keys) {
     auto it = quota.hard_milli.find(key);
     if (it == quota.hard_milli.end()) continue;
-    const int64_t whole = std::max<int64_t>(0, it->second) / 1000;
-    int64_t units = whole;
-    if (offering.sharing == Sharing::kTimeSliced) {
-      // The hard value counts tickets; a project owns whole units.
-      const int64_t replicas = std::max(1, offering.replicas);
-      units = whole / replicas + (whole % replicas != 0 ? 1 : 0);
-    }
+    // Already in the currency of usage (quota_charge.h): units, tickets (time-sliced: how
+    // many slices that buys depends on each slice's real ticket count) or shares.
+    const int64_t units = std::max<int64_t>(0, it->second) / 1000;
     best = best < 0 ? units : std::min(best, units);
   }
   return best;

@@ -8,33 +8,27 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "state/quota_charge.h"
 
 namespace gse {
 
 int64_t ClusterState::UsageDelta(const Offering& offering, const NodeOffering& no,
                                  const Assignment& a, ProjectId project) const {
-  switch (offering.sharing) {
-    case Sharing::kExclusive:
-      return static_cast<int64_t>(a.units.size());
-    case Sharing::kTimeSliced: {
-      int64_t delta = 0;
-      for (int32_t index : a.units) {
-        const Unit& unit = no.units[static_cast<size_t>(index)];
-        bool holds = false;
-        for (const Holding& h : unit.holders) {
-          auto it = pods_.find(h.pod_id);
-          if (project != kNoProject && it != pods_.end() && it->second.project == project) {
-            holds = true;
-          }
-        }
-        if (!holds) ++delta;
-      }
-      return delta;
+  int64_t delta = 0;
+  for (int32_t index : a.units) {
+    const Unit& unit = no.units[static_cast<size_t>(index)];
+    int64_t holdings = 0;
+    int64_t amount = 0;
+    for (const Holding& h : unit.holders) {
+      auto it = pods_.find(h.pod_id);
+      if (project == kNoProject || it == pods_.end() || it->second.project != project) continue;
+      ++holdings;
+      amount += h.amount;
     }
-    case Sharing::kMps:
-      return static_cast<int64_t>(a.units.size()) * a.amount_per_unit;
+    delta += QuotaCharge(offering, unit, holdings + 1, amount + a.amount_per_unit) -
+             QuotaCharge(offering, unit, holdings, amount);
   }
-  return 0;
+  return delta;
 }
 
 absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
@@ -164,7 +158,12 @@ absl::Status ClusterState::CheckRoom(const PodClaim& claim, const std::string& p
   const int64_t usage = Usage(project, a.offering);
   // Only new usage is checked: joining a unit the project already owns adds none, and stays
   // allowed even after the quota was lowered below what the project holds (the filter's rule).
-  if (quota >= 0 && delta > 0 && usage + delta > quota) {
+  if (!QuotaAllows(offering.sharing, quota, usage, delta)) {
+    if (offering.sharing == Sharing::kTimeSliced) {
+      return fail("quota of project ", project_name, " for ", offering.resource,
+                  " exceeded (its slices hold ", usage, " tickets, quota ", quota,
+                  " tickets: no new slice)");
+    }
     return fail("quota of project ", project_name, " for ", offering.resource, " exceeded (",
                 usage, " used + ", delta, " > ", quota, ")");
   }

@@ -74,14 +74,15 @@ TEST_F(ApiAuditTest, AValidPlacementHasNoViolation) {
   const AuditSnapshot end = Snap();
   EXPECT_THAT(Kinds(empty, end), IsEmpty());
   EXPECT_EQ(end.holders.size(), 6u);
-  // Usage in units: alpha owns one time-sliced unit with two tickets, shares count as shares.
-  EXPECT_EQ(end.usage.at({"alpha", kShared}), 1);
-  EXPECT_EQ(end.usage.at({"beta", kShared}), 1);
+  // Usage: alpha owns one time-sliced slice (two tickets used) and is charged its 4 tickets,
+  // shares count as shares.
+  EXPECT_EQ(end.usage.at({"alpha", kShared}), 4);
+  EXPECT_EQ(end.usage.at({"beta", kShared}), 4);
   EXPECT_EQ(end.usage.at({"gamma", kGpu}), 2);
   EXPECT_EQ(end.usage.at({"gamma", kMps}), 3);
-  // Quotas from the ResourceQuotas: time-sliced hard values count tickets (8 -> 2 units), a
-  // project's namespaces add up (alpha 8 + lab 4 tickets), gamma has none (unlimited).
-  EXPECT_EQ(end.facts.quota.at({"alpha", kShared}), 3);
+  // Quotas from the ResourceQuotas: time-sliced hard values count tickets, a project's
+  // namespaces add up (alpha 8 + lab 4 tickets), gamma has none (unlimited).
+  EXPECT_EQ(end.facts.quota.at({"alpha", kShared}), 12);
   EXPECT_EQ(end.facts.quota.count({"gamma", kShared}), 0u);
   EXPECT_EQ(end.facts.units.at({"ts-a", kShared}).units, 3);
   EXPECT_EQ(end.facts.units.at({"ts-a", kShared}).capacity, 4);
@@ -167,7 +168,7 @@ TEST_F(ApiAuditTest, QuotaExcessCountsOnlyWhatABindAdded) {
   const std::vector<AuditViolation> v = audit_.Judge(lowered, {&lowered.facts}, lowered, three);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].kind, "I4 quota");
-  EXPECT_THAT(v[0].evidence, HasSubstr("alpha uses 3 unit(s) of nvidia.com/gpu, quota 1"));
+  EXPECT_THAT(v[0].evidence, HasSubstr("alpha uses 3 (units, tickets or shares) of nvidia.com/gpu, quota 1"));
   // Had the quota been lowered during that phase, the third bind may have seen 2: still one
   // too many.
   EXPECT_EQ(audit_.Judge(lowered, {&two.facts}, lowered, three).size(), 1u);
@@ -178,15 +179,15 @@ TEST_F(ApiAuditTest, QuotaExcessCountsOnlyWhatABindAdded) {
 }
 
 TEST_F(ApiAuditTest, ARelabelMovesQuotasAndTheChargedProjectMustBeTheNamespaces) {
-  // lab (project alpha, 4 tickets = 1 unit) runs one alpha unit.
+  // lab (project alpha, 4 tickets = 1 slice) runs one alpha slice.
   Bound("lab", "t1", kShared, 1, "ts-a", "0", "alpha");
   const AuditSnapshot before = Snap();
   // lab becomes beta's: its ResourceQuota now counts for beta, its running pod stays alpha's.
   ASSERT_TRUE(cluster_.Relabel("lab", "beta").ok());
   const AuditSnapshot relabelled = Snap();
   EXPECT_EQ(relabelled.facts.project_of_namespace.at("lab"), "beta");
-  EXPECT_EQ(relabelled.facts.quota.at({"beta", kShared}), 3);
-  EXPECT_EQ(relabelled.usage.at({"alpha", kShared}), 1);
+  EXPECT_EQ(relabelled.facts.quota.at({"beta", kShared}), 12);
+  EXPECT_EQ(relabelled.usage.at({"alpha", kShared}), 4);
   EXPECT_THAT(audit_.Judge(before, {&before.facts}, relabelled, relabelled), IsEmpty());
   // A new lab pod may be charged to alpha or beta in the phase of the relabel, not to gamma.
   Bound("lab", "t2", kShared, 1, "ts-b", "0", "beta");

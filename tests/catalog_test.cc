@@ -459,7 +459,27 @@ TEST(CatalogDocument, SyntaxErrorHasLineAndColumn) {
 
 TEST(CatalogDocument, OnlyOneDocumentPerFile) {
   std::string doc = absl::StrCat(kHeader, "---\n", kHeader);
-  EXPECT_THAT(ErrorOf(doc), HasSubstr("holds 2 YAML documents; a catalog is exactly one"));
+  EXPECT_THAT(ErrorOf(doc), HasSubstr("document stream holds a second YAML document at line 6, "
+                                      "column 1; a catalog is exactly one YAML document"));
+  // yaml-cpp starts a new document where a block list ends at column 0 and a mapping follows.
+  EXPECT_THAT(ErrorOf("- a\n- b\nkind: GpuCatalog\n"),
+              HasSubstr("second YAML document at line 3, column 1"));
+  EXPECT_THAT(ErrorOf(absl::StrCat(kHeader, "---\n---\n---\n")),
+              HasSubstr("second YAML document at line 6"));
+}
+
+// fuzz/catalog_fuzz found that these few bytes made the loader spin for ever, allocating
+// (yaml-cpp 0.7's LoadAll never consumes a ',' where a node should start and "parses" empty
+// documents at that place until memory runs out). Each must end with an error at the ','.
+TEST(CatalogHostile, StrayCommaWhereANodeStartsIsASyntaxErrorNotAHang) {
+  EXPECT_THAT(ErrorOf("!Th,e*"),
+              HasSubstr("YAML syntax error at line 1, column 4: ',' cannot start a YAML node "
+                        "(',' only separates the entries of [...] or {...})"));
+  EXPECT_THAT(ErrorOf(","), HasSubstr("YAML syntax error at line 1, column 1: ',' cannot start"));
+  EXPECT_THAT(ErrorOf("&anchor ,"), HasSubstr("at line 1, column 9: ',' cannot start"));
+  EXPECT_THAT(ErrorOf(absl::StrCat(kHeader, "...\n,\n")),
+              HasSubstr("at line 7, column 1: ',' cannot start"));
+  EXPECT_THAT(ErrorOf("--- !tag\n, offerings\n"), HasSubstr("at line 2, column 1: ',' cannot"));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -463,11 +463,11 @@ TEST_F(ClusterStateTest, ReserveCommitsAndCountsUsagePerSharing) {
 
   ASSERT_TRUE(state_.Reserve(Claim("a", "t1"), A("n1", kTs, {1})).ok());
   ASSERT_TRUE(state_.Reserve(Claim("a", "t2"), A("n1", kTs, {1})).ok());
-  EXPECT_EQ(UsageOf("a", kTs), 1) << "time-sliced: units owned, once per unit";
+  EXPECT_EQ(UsageOf("a", kTs), 4) << "time-sliced: the tickets of each slice owned, once";
   EXPECT_EQ(U("n1", kTs, 1).used, 2);
   EXPECT_EQ(U("n1", kTs, 1).Free(), 2);
   ASSERT_TRUE(state_.Reserve(Claim("a", "t3"), A("n1", kTs, {0})).ok());
-  EXPECT_EQ(UsageOf("a", kTs), 2);
+  EXPECT_EQ(UsageOf("a", kTs), 8);
 
   ASSERT_TRUE(state_.Reserve(Claim("a", "m1"), A("n1", kMps, {0}, 3)).ok());
   ASSERT_TRUE(state_.Reserve(Claim("b", "m2"), A("n1", kMps, {0}, 1)).ok())
@@ -487,9 +487,9 @@ TEST_F(ClusterStateTest, ReserveCommitsAndCountsUsagePerSharing) {
 
   // Releasing one of two tickets keeps the unit owned; the last one frees it.
   EXPECT_TRUE(state_.Release(Uid("a", "t1")));
-  EXPECT_EQ(UsageOf("a", kTs), 2);
+  EXPECT_EQ(UsageOf("a", kTs), 8);
   EXPECT_TRUE(state_.Release(Uid("a", "t2")));
-  EXPECT_EQ(UsageOf("a", kTs), 1);
+  EXPECT_EQ(UsageOf("a", kTs), 4) << "slice 1 given back whole";
   EXPECT_EQ(U("n1", kTs, 1).owner, kNoProject);
   EXPECT_FALSE(state_.Release(Uid("a", "t2"))) << "held nothing";
   EXPECT_EQ(state_.FindPodByUid("a-t2-uid"), nullptr);
@@ -580,7 +580,8 @@ TEST_F(ClusterStateTest, ReserveFailuresNameTheReasonAndChangeNothing) {
   EXPECT_EQ(audit_after.problems, audit_before.problems);
   EXPECT_THAT(audit_after.problems, IsEmpty());
 
-  // The quota counts time-sliced units, not tickets: q's own unit still has room.
+  // The quota counts whole time-sliced slices, not the tickets used: q's own slice (all 4 of
+  // its tickets charged) still has room.
   EXPECT_TRUE(state_.Reserve(Claim("q", "t2"), A("n1", kTs, {0})).ok());
   EXPECT_TRUE(state_.Reserve(Claim("q", "m"), A("n1", kMps, {0}, 2)).ok());
   ExpectClean();
@@ -639,7 +640,7 @@ TEST_F(ClusterStateTest, BoundPodWithAnnotationIsConfirmedHolder) {
   EXPECT_EQ(rec->assignment, A("n1", kTs, {1}));
   EXPECT_EQ(rec->uid, "a-p-uid");
   EXPECT_EQ(U("n1", kTs, 1).used, 1);
-  EXPECT_EQ(UsageOf("a", kTs), 1);
+  EXPECT_EQ(UsageOf("a", kTs), 4) << "one ticket used, the slice's 4 charged";
   ExpectClean();
 }
 
@@ -775,7 +776,7 @@ TEST_F(ClusterStateTest, UnannotatedBoundPodsAreChargedConservatively) {
   EXPECT_EQ(t->assignment.amount_per_unit, 4);
   EXPECT_EQ(U("n1", kTs, 1).used, 4);
   EXPECT_EQ(U("n1", kTs, 1).owner, state_.FindProject("x"));
-  EXPECT_EQ(UsageOf("x", kTs), 1);
+  EXPECT_EQ(UsageOf("x", kTs), 4);
   absl::Status s = state_.Reserve(Claim("x", "t2"), A("n1", kTs, {1}));
   EXPECT_THAT(s.message(), HasSubstr("not enough free capacity")) << "nobody shares an unknown slice";
 
@@ -961,7 +962,7 @@ TEST_F(ClusterStateTest, ProjectAnnotationIsAuthoritativeForBoundPodsAcrossResta
   const AuditReport audit = restarted.Audit();
   EXPECT_EQ(audit.multi_owner_units, 0) << absl::StrJoin(audit.problems, "; ");
   EXPECT_THAT(audit.problems, IsEmpty());
-  EXPECT_EQ(restarted.Usage(restarted.FindProject("shared"), Id(kTs)), 1);
+  EXPECT_EQ(restarted.Usage(restarted.FindProject("shared"), Id(kTs)), 4) << "one slice";
   EXPECT_EQ(restarted.Usage(restarted.FindProject("other"), Id(kTs)), 0)
       << "the relabel moved the quota, not the running pods' usage";
   // A new pod of ns2 is the new project's: it may not join "shared"'s unit.
@@ -980,6 +981,56 @@ TEST_F(ClusterStateTest, ProjectAnnotationIsAuthoritativeForBoundPodsAcrossResta
   ExpectClean();
 }
 
+// Issue 12: a time-sliced slice has the tickets its node gives it (`<resource>.replicas`),
+// which may disagree with the catalog's replicas (4 here). The quota (hard, in tickets) buys
+// whole slices with their real ticket count: a new slice while the project's slices hold
+// fewer tickets than its quota. With the catalog's count the project on 2-ticket slices got
+// one slice (2 pods for a quota of 4), and on 8-ticket slices two (16 for a quota of 5).
+TEST_F(ClusterStateTest, TimeSlicedQuotaCountsEachSlicesRealTickets) {
+  ASSERT_TRUE(state_.ApplyNode(
+      Node("small", {{kTs, 6}}, {{"nvidia.com/mig-1g.5gb.replicas", "2"}})));  // 3 x 2 tickets
+  ASSERT_TRUE(state_.ApplyNode(
+      Node("big", {{kTs, 16}}, {{"nvidia.com/mig-1g.5gb.replicas", "8"}})));  // 2 x 8 tickets
+  ASSERT_EQ(U("small", kTs, 0).capacity, 2);
+  ASSERT_EQ(U("big", kTs, 0).capacity, 8);
+  state_.ApplyQuota(QuotaObj("a", "q", {{"requests.nvidia.com/mig-1g.5gb.shared", 4}}));
+  state_.ApplyQuota(QuotaObj("b", "q", {{"requests.nvidia.com/mig-1g.5gb.shared", 5}}));
+
+  ASSERT_TRUE(state_.Reserve(Claim("a", "t1"), A("small", kTs, {0})).ok());
+  ASSERT_TRUE(state_.Reserve(Claim("a", "t2"), A("small", kTs, {0})).ok());
+  EXPECT_EQ(UsageOf("a", kTs), 2) << "one slice of 2 tickets";
+  absl::Status second = state_.Reserve(Claim("a", "t3"), A("small", kTs, {1}));
+  EXPECT_TRUE(second.ok()) << "2 tickets owned < quota 4: a second slice: " << second;
+  EXPECT_EQ(UsageOf("a", kTs), 4);
+  absl::Status third = state_.Reserve(Claim("a", "t4"), A("small", kTs, {2}));
+  EXPECT_THAT(third.message(),
+              HasSubstr("quota of project a for nvidia.com/mig-1g.5gb.shared exceeded (its "
+                        "slices hold 4 tickets, quota 4 tickets: no new slice)"));
+  EXPECT_TRUE(state_.Reserve(Claim("a", "t4"), A("small", kTs, {1})).ok())
+      << "a ticket on an owned slice costs no quota";
+
+  ASSERT_TRUE(state_.Reserve(Claim("b", "t1"), A("big", kTs, {0})).ok());
+  EXPECT_EQ(UsageOf("b", kTs), 8) << "one slice of 8 tickets";
+  EXPECT_THAT(state_.Reserve(Claim("b", "t2"), A("big", kTs, {1})).message(),
+              HasSubstr("its slices hold 8 tickets, quota 5 tickets")) << "8 >= 5: no second";
+  ExpectClean();
+
+  // The node's label changes under held slices: the charge follows the slices' new size
+  // (a fact: a holds 8 tickets then, over its quota of 4, and the audit says so).
+  ASSERT_TRUE(state_.ApplyNode(
+      Node("small", {{kTs, 12}}, {{"nvidia.com/mig-1g.5gb.replicas", "4"}})));
+  EXPECT_EQ(UsageOf("a", kTs), 8);
+  const AuditReport r = state_.Audit();
+  EXPECT_EQ(r.over_quota_projects, 1) << absl::StrJoin(r.problems, "; ");
+  EXPECT_EQ(r.oversubscribed_units, 0);
+  EXPECT_EQ(r.stale_summaries, 0);
+  EXPECT_THAT(absl::StrJoin(r.problems, "; "), HasSubstr("project a holds 8 of "));
+  EXPECT_TRUE(state_.Release(Uid("a", "t3")));
+  EXPECT_TRUE(state_.Release(Uid("a", "t4")));
+  EXPECT_EQ(UsageOf("a", kTs), 4) << "slice 1 given back whole";
+  ExpectClean();
+}
+
 TEST_F(ClusterStateTest, QuotaConversionPerSharing) {
   state_.ApplyQuota(QuotaObj("a", "gpu", {{"requests.nvidia.com/gpu", 3},
                                           {"requests.nvidia.com/mig-1g.5gb.shared", 9},
@@ -989,7 +1040,7 @@ TEST_F(ClusterStateTest, QuotaConversionPerSharing) {
   const ProjectId a = state_.FindProject("a");
   ASSERT_NE(a, kNoProject);
   EXPECT_EQ(state_.Quota(a, Id(kGpu)), 3) << "exclusive: units";
-  EXPECT_EQ(state_.Quota(a, Id(kTs)), 3) << "time-sliced: ceil(9 tickets / 4)";
+  EXPECT_EQ(state_.Quota(a, Id(kTs)), 9) << "time-sliced: tickets, as the hard value";
   EXPECT_EQ(state_.Quota(a, Id(kMps)), 6) << "mps: shares";
   EXPECT_EQ(state_.Quota(a, Id(kSolo)), 1);
   EXPECT_EQ(state_.Quota(a, Id(kMig)), -1) << "no entry: unlimited by default";
@@ -1304,10 +1355,10 @@ TEST(ClusterStateRealObjects, MirrorFromRecordedApiServerLists) {
   EXPECT_EQ(no->replicas, 4) << "label nvidia.com/mig-1g.5gb.replicas";
   EXPECT_EQ(no->unusable_reason, "");
 
-  // requests.nvidia.com/mig-1g.5gb.shared: 8 tickets = ceil(8 / 4) = 2 slices.
+  // requests.nvidia.com/mig-1g.5gb.shared: 8 tickets (two slices of the node's 4).
   const ProjectId team = state.FindProject("team-a");
   ASSERT_NE(team, kNoProject);
-  EXPECT_EQ(state.Quota(team, ts->id), 2);
+  EXPECT_EQ(state.Quota(team, ts->id), 8);
 
   const PodRecord* pod = state.FindPod("team-a/nb-0");
   ASSERT_NE(pod, nullptr);
@@ -1317,7 +1368,7 @@ TEST(ClusterStateRealObjects, MirrorFromRecordedApiServerLists) {
   EXPECT_EQ(state.FindPodByUid("de697f1e-d915-473c-a8ba-f0eadff79666"), pod);
   EXPECT_EQ(no->units[0].used, 1);
   EXPECT_EQ(no->units[0].owner, team);
-  EXPECT_EQ(state.Usage(team, ts->id), 1);
+  EXPECT_EQ(state.Usage(team, ts->id), 4) << "the slice's 4 tickets";
   EXPECT_THAT(state.Audit().problems, IsEmpty());
 
   // Quota in slices: one more slice is allowed, a third is not, tickets on own slices are.

@@ -787,7 +787,7 @@ TEST_F(ExtenderServiceTest, FailedRetryOfABoundPodDoesNotReleaseItsUnit) {
   PodRecord after;
   ASSERT_NE(FindPodCopy("ml-team/p", &after), nullptr) << "the bound pod's ticket was released";
   EXPECT_EQ(after.assignment, bound.assignment);
-  EXPECT_EQ(Usage("ml-team", kMigShared), 1);
+  EXPECT_EQ(Usage("ml-team", kMigShared), 4) << "its one slice of 4 tickets";
 }
 
 // The pod as the watch shows it once `call`'s binding committed.
@@ -999,9 +999,10 @@ TEST_F(ExtenderServiceTest, TimeSlicedPodsShareTheProjectsUnit) {
   ASSERT_EQ(Place("a1", "uid-a1", {{kMigShared, "1"}}, "ts-node"), "");
   ASSERT_EQ(Place("a2", "uid-a2", {{kMigShared, "1"}}, "ts-node"), "");
   ASSERT_EQ(Place("b1", "uid-b1", {{kMigShared, "1"}}, "ts-node", "other-team"), "");
-  // ml-team owns one unit (two tickets on it), other-team the other.
-  EXPECT_EQ(Usage("ml-team", kMigShared), 1);
-  EXPECT_EQ(Usage("other-team", kMigShared), 1);
+  // ml-team owns one slice (two tickets used on it), other-team the other: each is charged
+  // the slice's 4 tickets.
+  EXPECT_EQ(Usage("ml-team", kMigShared), 4);
+  EXPECT_EQ(Usage("other-team", kMigShared), 4);
   PodRecord a1, a2, b1;
   ASSERT_NE(FindPodCopy("ml-team/a1", &a1), nullptr);
   ASSERT_NE(FindPodCopy("ml-team/a2", &a2), nullptr);

@@ -406,10 +406,11 @@ TEST(MetricsTest, MirrorGaugesCountUnitsProjectsAndPodSources) {
   EXPECT_EQ(Sample(text, "gse_inventory_slots_used", {{"offering", shared}}), 7);
   // Offerings no node has still answer with 0.
   EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", "nvidia.com/gpu"}, {"state", "free"}}), 0);
-  // Quota 8 tickets = 2 slices; team-a owns one slice, team-b (no quota: unlimited) one.
-  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-a"}, {"offering", shared}}), 1);
-  EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-a"}, {"offering", shared}}), 2);
-  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-b"}, {"offering", shared}}), 1);
+  // Quota 8 tickets; team-a owns one slice, charged its 4 tickets, team-b (no quota:
+  // unlimited) one.
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-a"}, {"offering", shared}}), 4);
+  EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-a"}, {"offering", shared}}), 8);
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-b"}, {"offering", shared}}), 4);
   EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-b"}, {"offering", shared}}), -1);
   EXPECT_EQ(Sample(text, "gse_mirror_pods", {{"source", "confirmed"}}), 2);
   EXPECT_EQ(Sample(text, "gse_mirror_pods", {{"source", "reserved"}}), 1);
@@ -432,7 +433,7 @@ TEST(MetricsTest, MirrorGaugesCountUnitsProjectsAndPodSources) {
   EXPECT_EQ(Sample(text, "gse_inventory_units", {{"offering", shared}, {"state", "free"}}), 1);
   EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-b"}, {"offering", shared}}), -1);
   EXPECT_EQ(Sample(text, "gse_project_quota_units", {{"project", "team-a"}, {"offering", shared}}), -1);
-  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-a"}, {"offering", shared}}), 1);
+  EXPECT_EQ(Sample(text, "gse_project_units", {{"project", "team-a"}, {"offering", shared}}), 4);
   EXPECT_EQ(Sample(text, "gse_audit_runs_total", {}), 2);
 }
 

@@ -3,6 +3,7 @@
 // and readers auditing all the while. Run it under -DGSE_SANITIZE=thread as well.
 #include "state/mirror.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -80,11 +81,12 @@ ObjectBatch Cluster(int64_t n1_ts_units = 2) {
   return b;
 }
 
-// Each project's quota in usage units, worked out here from Cluster()'s ResourceQuota (not
-// read from the code under test): GPUs, slices (ceil(4 tickets / 3)), MPS shares; -1 = none.
+// Each project's quota, worked out here from Cluster()'s ResourceQuota (not read from the
+// code under test): GPUs, tickets (a project may own slices while they hold fewer than 4
+// tickets: 2 slices of 3), MPS shares; -1 = none.
 int64_t ExpectedQuota(const std::string& resource) {
   if (resource == kGpu) return 2;
-  if (resource == kTs) return 2;
+  if (resource == kTs) return 4;
   if (resource == kMps) return 3;
   return -1;
 }
@@ -95,6 +97,7 @@ int64_t ExpectedQuota(const std::string& resource) {
 std::vector<std::string> CheckInvariants(const ClusterState& s) {
   std::vector<std::string> bad;
   std::map<std::pair<std::string, OfferingId>, int64_t> usage;
+  std::map<std::pair<std::string, OfferingId>, int64_t> largest_slice;  // time-sliced
   for (const auto& [name, node] : s.nodes()) {
     for (const NodeOffering& no : node->offerings) {
       const Offering& o = s.catalog().Get(no.offering);
@@ -119,7 +122,9 @@ std::vector<std::string> CheckInvariants(const ClusterState& s) {
         for (const auto& [p, amount] : projects) {
           int64_t& use = usage[{p, no.offering}];
           if (o.sharing == Sharing::kTimeSliced) {
-            use += 1;
+            use += u.capacity;  // a slice is charged whole, with its real ticket count
+            int64_t& largest = largest_slice[{p, no.offering}];
+            largest = std::max<int64_t>(largest, u.capacity);
           } else if (o.sharing == Sharing::kMps) {
             use += amount;
           } else {
@@ -131,7 +136,10 @@ std::vector<std::string> CheckInvariants(const ClusterState& s) {
   }
   for (const auto& [key, use] : usage) {
     const int64_t quota = ExpectedQuota(s.catalog().Get(key.second).resource);
-    if (quota >= 0 && use > quota) {
+    // Time-sliced: over when even the largest slice, taken last, was opened at >= quota.
+    auto largest = largest_slice.find(key);
+    const bool over = largest != largest_slice.end() ? use - largest->second >= quota : use > quota;
+    if (quota >= 0 && over) {
       bad.push_back(absl::StrCat(key.first, " over quota of ", s.catalog().Get(key.second).resource));
     }
     if (s.Usage(s.FindProject(key.first), key.second) != use) {

@@ -433,7 +433,28 @@ TEST_F(ScoringTest, JoiningAnOwnUnitNeedsNoQuotaEvenAfterTheQuotaWasLowered) {
     const absl::Status s = state_.Reserve(Claim("t-" + name, "p"), *a);
     EXPECT_TRUE(s.ok()) << name << ": " << s;
   }
-  EXPECT_EQ(state_.Usage(state_.FindProject("p"), Id(kTs)), 2);
+  EXPECT_EQ(state_.Usage(state_.FindProject("p"), Id(kTs)), 8) << "two slices of 4 tickets";
+}
+
+// Issue 12: the filter charges a slice with its node's real ticket count (the catalog says 4).
+TEST_F(ScoringTest, TimeSlicedQuotaBuysSlicesByTheirRealTicketCount) {
+  AddNode("a", {{kTs, 1, 2}});
+  AddNode("b", {{kTs, 1, 2}});
+  AddNode("c", {{kTs, 1, 2}});
+  AddNode("big", {{kTs, 1, 8}});
+  SetQuota("p", kTs, 4);  // 4 tickets: two 2-ticket slices
+  Place("t1", "p", "a", kTs, {0});
+  Place("t2", "p", "a", kTs, {0});
+  EXPECT_EQ(Fit(Req(kTs, 1, "p"), "b"), FitReason::kFits) << "2 tickets owned < 4";
+  Place("t3", "p", "b", kTs, {0});
+  EXPECT_EQ(Fit(Req(kTs, 1, "p"), "c"), FitReason::kQuotaExhausted) << "4 tickets owned";
+  EXPECT_EQ(Fit(Req(kTs, 1, "p"), "b"), FitReason::kFits) << "its own slice b/0 has room";
+
+  SetQuota("q", kTs, 5);
+  Place("u1", "q", "big", kTs, {0});
+  EXPECT_EQ(Fit(Req(kTs, 1, "q"), "c"), FitReason::kQuotaExhausted) << "8 tickets owned >= 5";
+  // Evicting q's only holder of big/0 gives the whole slice back.
+  EXPECT_EQ(Fit(Req(kTs, 1, "q"), "c", {"q/u1"}), FitReason::kFits);
 }
 
 TEST_F(ScoringTest, NoFreeTicketAndOtherProjectsUnitsAreNeverUsed) {

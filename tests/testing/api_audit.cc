@@ -50,8 +50,6 @@ std::string UnitName(const std::string& node, const std::string& resource, int64
   return absl::StrCat(node, "/", resource, "/", index);
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
-
 }  // namespace
 
 ApiAudit::ApiAudit(std::vector<AuditOffering> offerings, std::string project_label)
@@ -111,8 +109,8 @@ AuditFacts ApiAudit::ReadFacts(const FakeApiServer& fake) const {
     facts.project_of_namespace[name] = it != labels.end() && !it->second.empty() ? it->second : name;
   }
   // Kubernetes enforces every ResourceQuota of a namespace, so the tightest object of a
-  // namespace applies; a project spanning namespaces gets the sum of theirs. Time-sliced hard
-  // values count tickets: units = ceil(hard / catalog replicas) (DESIGN.md I4).
+  // namespace applies; a project spanning namespaces gets the sum of theirs. The hard value is
+  // the quota as it is: units, tickets (time-sliced) or shares.
   std::map<std::pair<std::string, std::string>, int64_t> per_namespace;  // (ns, resource)
   for (const std::string& text : fake.Objects("resourcequotas")) {
     rapidjson::Document doc;
@@ -129,8 +127,7 @@ AuditFacts ApiAudit::ReadFacts(const FakeApiServer& fake) const {
         facts.problems.push_back(absl::StrCat("resourcequota in ", ns, ": ", key, "=", value));
         continue;
       }
-      const int64_t units =
-          offering->sharing == AuditSharing::kTimeSliced ? CeilDiv(hard, offering->replicas) : hard;
+      const int64_t units = hard;
       auto [it, inserted] = per_namespace.emplace(std::make_pair(ns, offering->resource), units);
       if (!inserted) it->second = std::min(it->second, units);
     }
@@ -231,8 +228,14 @@ AuditSnapshot ApiAudit::Snapshot(const FakeApiServer& fake) const {
         snap.usage[{h.project, h.resource}] += h.amount;
         break;
       case AuditSharing::kTimeSliced:
+        // A slice owned is charged whole, with its node's real ticket count (DESIGN.md I4).
         if (owned.emplace(h.project, h.node, h.resource, h.units.front()).second) {
-          snap.usage[{h.project, h.resource}] += 1;
+          auto node_units = snap.facts.units.find({h.node, h.resource});
+          const int64_t tickets =
+              node_units == snap.facts.units.end() ? offering->replicas : node_units->second.capacity;
+          snap.usage[{h.project, h.resource}] += tickets;
+          int64_t& largest = snap.largest_slice[{h.project, h.resource}];
+          largest = std::max(largest, tickets);
         }
         break;
     }
@@ -372,14 +375,19 @@ std::vector<AuditViolation> ApiAudit::Judge(const AuditSnapshot& previous,
     if (quota < 0) continue;
     auto s = start.usage.find(project_resource);
     const int64_t at_start = s == start.usage.end() ? 0 : s->second;
-    if (used > quota && used > at_start) {
+    // Time-sliced: over when the project would have opened even its largest slice with the
+    // tickets of the others at or above the quota (a slice is opened whole).
+    auto largest = end.largest_slice.find(project_resource);
+    const bool over = largest != end.largest_slice.end() ? used - largest->second >= quota
+                                                         : used > quota;
+    if (over && used > at_start) {
       const auto& [project, resource] = project_resource;
       std::vector<const AuditHolder*> holders;
       for (const AuditHolder& h : end.holders) {
         if (h.project == project && h.resource == resource) holders.push_back(&h);
       }
       out.push_back({"I4 quota", absl::StrCat("quota ", project, " ", resource, " ", used),
-                     absl::StrCat(project, " uses ", used, " unit(s) of ", resource, ", quota ",
+                     absl::StrCat(project, " uses ", used, " (units, tickets or shares) of ", resource, ", quota ",
                                   quota, " (the largest in force during the phase), usage at the start ",
                                   at_start, ":",
                                   DescribeHolders(holders))});

@@ -35,7 +35,7 @@ struct AuditOffering {
   std::string resource;  // the extended resource name pods request and nodes advertise
   AuditSharing sharing = AuditSharing::kExclusive;
   int replicas = 1;  // catalog replicas: per unit unless the node's <base>.replicas label says
-                     // otherwise; always the divisor of time-sliced quotas (tickets -> units)
+                     // otherwise
 };
 
 // The facts a phase is judged against, read from Node, Namespace and ResourceQuota objects.
@@ -46,7 +46,7 @@ struct AuditFacts {
   };
   std::map<std::pair<std::string, std::string>, NodeUnits> units;  // (node, resource)
   std::map<std::string, std::string> project_of_namespace;
-  // (project, resource) -> quota in usage units (see ApiAudit); absent = unlimited.
+  // (project, resource) -> quota, the hard value (units, tickets or shares); absent = unlimited.
   std::map<std::pair<std::string, std::string>, int64_t> quota;
   std::vector<std::string> problems;  // objects the audit could not read (a test bug)
 };
@@ -71,9 +71,11 @@ struct AuditSnapshot {
   std::set<std::string> bound_uids;  // every bound, non-terminal pod (holder or not)
   // Bound GPU pods whose claim cannot be read or does not match what they asked for.
   std::vector<std::pair<std::string, std::string>> unaccounted;  // (uid, evidence)
-  // (project, resource) -> usage: exclusive units held, time-sliced units with a ticket of
-  // the project, MPS shares.
+  // (project, resource) -> usage: exclusive units held, the tickets of the time-sliced
+  // slices with a ticket of the project (each whole, with its node's ticket count), MPS shares.
   std::map<std::pair<std::string, std::string>, int64_t> usage;
+  // (project, resource) -> the most tickets of one slice it owns (time-sliced only).
+  std::map<std::pair<std::string, std::string>, int64_t> largest_slice;
 };
 
 struct AuditViolation {

@@ -74,16 +74,13 @@ int64_t InvariantChecker::LedgerUsage(const std::string& project, OfferingId off
                                       const std::set<std::string>& evicted) const {
   const Sharing sharing = catalog_.Get(offering).sharing;
   if (sharing == Sharing::kTimeSliced) {
-    // Units owned: distinct units with at least one of the project's tickets.
-    std::set<std::pair<std::string, int32_t>> owned;
-    for (const auto& [key, entry] : ledger_) {
-      if (evicted.count(key) != 0 || entry.project != project ||
-          entry.assignment.offering != offering) {
-        continue;
-      }
-      for (int32_t index : entry.assignment.units) owned.insert({entry.assignment.node, index});
+    // DESIGN.md I4: a project is charged the whole slices it owns (distinct units with at
+    // least one of its tickets), each with the node's real ticket count.
+    int64_t tickets = 0;
+    for (const auto& [node, index] : OwnedSlices(project, offering, evicted)) {
+      tickets += Capacity(node, offering);
     }
-    return static_cast<int64_t>(owned.size());
+    return tickets;
   }
   int64_t usage = 0;  // units held (exclusive) or shares held (mps)
   for (const auto& [key, entry] : ledger_) {
@@ -97,15 +94,23 @@ int64_t InvariantChecker::LedgerUsage(const std::string& project, OfferingId off
   return usage;
 }
 
-int64_t InvariantChecker::QuotaUnits(const std::string& project, OfferingId offering) const {
-  auto it = quota_hard_.find({project, offering});
-  if (it == quota_hard_.end()) return -1;
-  const Offering& o = catalog_.Get(offering);
-  if (o.sharing == Sharing::kTimeSliced) {
-    // DESIGN.md I4: the hard value counts tickets; a unit is `replicas` tickets.
-    return (it->second + o.replicas - 1) / o.replicas;
+std::set<std::pair<std::string, int32_t>> InvariantChecker::OwnedSlices(
+    const std::string& project, OfferingId offering, const std::set<std::string>& evicted) const {
+  std::set<std::pair<std::string, int32_t>> owned;
+  for (const auto& [key, entry] : ledger_) {
+    if (evicted.count(key) != 0 || entry.project != project ||
+        entry.assignment.offering != offering) {
+      continue;
+    }
+    for (int32_t index : entry.assignment.units) owned.insert({entry.assignment.node, index});
   }
-  return it->second;
+  return owned;
+}
+
+int64_t InvariantChecker::QuotaUnits(const std::string& project, OfferingId offering) const {
+  // The hard value as it is: units, tickets (time-sliced) or shares.
+  auto it = quota_hard_.find({project, offering});
+  return it == quota_hard_.end() ? -1 : it->second;
 }
 
 int64_t InvariantChecker::OverQuotaPairs() const {
@@ -114,7 +119,19 @@ int64_t InvariantChecker::OverQuotaPairs() const {
   int64_t over = 0;
   for (const auto& [project, offering] : pairs) {
     const int64_t quota = QuotaUnits(project, offering);
-    if (quota >= 0 && LedgerUsage(project, offering) > quota) ++over;
+    if (quota < 0) continue;
+    const int64_t usage = LedgerUsage(project, offering);
+    if (catalog_.Get(offering).sharing != Sharing::kTimeSliced) {
+      if (usage > quota) ++over;
+      continue;
+    }
+    // Time-sliced: over when even with its largest slice taken last the project would have
+    // opened that slice with tickets >= quota already.
+    int64_t largest = 0;
+    for (const auto& [node, index] : OwnedSlices(project, offering, {})) {
+      largest = std::max<int64_t>(largest, Capacity(node, offering));
+    }
+    if (usage > 0 && usage - largest >= quota) ++over;
   }
   return over;
 }
@@ -128,7 +145,10 @@ bool InvariantChecker::Fits(const std::string& node, OfferingId offering, int64_
   const auto& units = Units(evicted);
   const int64_t quota = QuotaUnits(project, offering);
   auto quota_allows = [&](int64_t more) {
-    return quota < 0 || LedgerUsage(project, offering, evicted) + more <= quota;
+    if (quota < 0) return true;
+    const int64_t usage = LedgerUsage(project, offering, evicted);
+    // Time-sliced: a new slice while the owned slices hold fewer tickets than the quota.
+    return o.sharing == Sharing::kTimeSliced ? usage < quota : usage + more <= quota;
   };
   auto ledger_of = [&](int32_t index) -> UnitLedger {
     auto it = units.find({node, offering, index});
@@ -262,7 +282,9 @@ std::vector<std::string> InvariantChecker::CheckPlacement(
   ledger_.erase(pod_key);
   units_valid_ = false;
   const int64_t quota = QuotaUnits(project, a.offering);
-  if (quota >= 0 && usage > quota && usage > before) {
+  // Time-sliced: a new slice (usage grows) may be opened only below the quota in tickets.
+  const bool over = o.sharing == Sharing::kTimeSliced ? before >= quota : usage > quota;
+  if (quota >= 0 && over && usage > before) {
     v.push_back(absl::StrCat(where, "I4: project ", project, " goes from ", before, " to ", usage,
                              " > quota ", quota, " of ", o.resource));
   }

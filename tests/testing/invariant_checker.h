@@ -65,10 +65,15 @@ class InvariantChecker {
   // Does the project own a unit of a time-sliced offering with a free ticket on one of `nodes`?
   bool OwnsFreeTicket(const std::string& project, OfferingId offering,
                       const std::vector<std::string>& nodes) const;
-  // Units held/owned (or shares held, mps) by the project according to the ledger.
+  // Units held (exclusive), tickets of the slices owned (time-sliced, each with its node's
+  // real ticket count) or shares held (mps) by the project according to the ledger.
   int64_t LedgerUsage(const std::string& project, OfferingId offering,
                       const std::set<std::string>& evicted = {}) const;
-  // Quota in the same unit as LedgerUsage; -1 = unlimited.
+  // The (node, index) of the time-sliced units the project owns in the ledger.
+  std::set<std::pair<std::string, int32_t>> OwnedSlices(const std::string& project,
+                                                         OfferingId offering,
+                                                         const std::set<std::string>& evicted) const;
+  // Quota in the same unit as LedgerUsage (the hard value); -1 = unlimited.
   int64_t QuotaUnits(const std::string& project, OfferingId offering) const;
   // (project, offering) pairs whose ledger usage exceeds the current quota (a quota lowered
   // under existing holdings: a fact, not a violation).
