@@ -108,14 +108,15 @@ TEST_F(ReflectorTest, InitialListBuildsTheMirrorFromTheApiServer) {
   EXPECT_EQ(MirrorNodes(), 3u);  // gpu-node-a, gpu-node-b, mig-a
   EXPECT_EQ(MirrorUnitOf("team-a/nb-0"), "mig-a/nvidia.com/mig-1g.5gb.shared/0");
   EXPECT_FALSE(MirrorHasPod("team-a/nb-1"));  // pending: holds nothing
-  // The namespace's project label and the ResourceQuota arrived too (8 tickets = 2 units).
+  // The namespace's project label and the ResourceQuota arrived too: 8 tickets, and nb-0's
+  // slice charged with all of its 4 tickets (time-sliced quota counts tickets of owned slices).
   mirror_->Read([](const ClusterState& s) {
     ProjectId p = s.FindProject("team-a");
     ASSERT_NE(p, kNoProject);
     const Offering* o = s.catalog().Find("nvidia.com/mig-1g.5gb.shared");
     ASSERT_NE(o, nullptr);
-    EXPECT_EQ(s.Quota(p, o->id), 2);
-    EXPECT_EQ(s.Usage(p, o->id), 1);
+    EXPECT_EQ(s.Quota(p, o->id), 8);
+    EXPECT_EQ(s.Usage(p, o->id), 4);
   });
   ReflectorCounters c = reflector_->counters();
   EXPECT_TRUE(c.synced);

@@ -135,9 +135,9 @@ TEST(StaticQuotaTest, MirrorEnforcesTheTighterOfFileAndResourceQuota) {
   auto quota = [&](OfferingId o) {
     return mirror.Read([&](const ClusterState& s) { return s.Quota(s.FindProject("ml-team"), o); });
   };
-  // From the file alone; 5 tickets of 4 per unit are 2 units, as for a ResourceQuota.
+  // From the file alone; time-sliced quota is kept in tickets, as for a ResourceQuota.
   EXPECT_EQ(quota(gpu), 3);
-  EXPECT_EQ(quota(ts), 2);
+  EXPECT_EQ(quota(ts), 5);
 
   // A ResourceQuota in the project's namespace: the tighter of the two counts.
   ObjectBatch batch;
@@ -153,7 +153,7 @@ TEST(StaticQuotaTest, MirrorEnforcesTheTighterOfFileAndResourceQuota) {
     return true;
   });
   EXPECT_EQ(quota(gpu), 1);  // the ResourceQuota's 1 < the file's 3
-  EXPECT_EQ(quota(ts), 2);   // the file's 2 units < the ResourceQuota's 10
+  EXPECT_EQ(quota(ts), 5);   // the file's 5 tickets < the ResourceQuota's 40
 
   // Reserve enforces it: one GPU, then no second.
   const PodClaim first{"ml-team/a", "uid-a", "ml-team", "ml-team"};
@@ -172,7 +172,7 @@ TEST(StaticQuotaTest, MirrorEnforcesTheTighterOfFileAndResourceQuota) {
   batch.quotas.clear();
   mirror.ReplaceAll(batch, absl::Now());
   EXPECT_EQ(quota(gpu), 3);
-  EXPECT_EQ(quota(ts), 2);
+  EXPECT_EQ(quota(ts), 5);
 }
 
 }  // namespace
