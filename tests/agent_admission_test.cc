@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "state/assignment.h"
 #include "tests/testing/fake_apiserver.h"
+#include "testsupport/kubelet/fixed_pod_source.h"
 #include "testsupport/kubelet/test_kubelet.h"
 
 namespace gse::agent {
@@ -45,38 +46,7 @@ constexpr char kInventory[] = R"({"gpus": [
   {"index": 1, "uuid": "GPU-1111", "product": "NVIDIA A100-SXM4-40GB", "memoryMiB": 40960},
   {"index": 2, "uuid": "GPU-2222", "product": "NVIDIA A100-SXM4-40GB", "memoryMiB": 40960}]})";
 
-// The pods of the node, as a test sets them (thread-safe).
-class FixedPodSource : public PodSource {
- public:
-  std::vector<NodePod> Snapshot() const override {
-    absl::MutexLock lock(&mu_);
-    std::vector<NodePod> out;
-    for (const auto& [key, pod] : pods_) out.push_back(pod);
-    return out;
-  }
-  absl::Status Resync(absl::Duration) override {
-    absl::MutexLock lock(&mu_);
-    ++resyncs_;
-    return absl::OkStatus();
-  }
-  void Put(NodePod pod) {
-    absl::MutexLock lock(&mu_);
-    pods_[pod.Key()] = std::move(pod);
-  }
-  void Remove(const std::string& key) {
-    absl::MutexLock lock(&mu_);
-    pods_.erase(key);
-  }
-  int resyncs() const {
-    absl::MutexLock lock(&mu_);
-    return resyncs_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::map<std::string, NodePod> pods_ ABSL_GUARDED_BY(mu_);
-  int resyncs_ ABSL_GUARDED_BY(mu_) = 0;
-};
+using FixedPodSource = testsupport::FixedPodSource;
 
 class AgentAdmission : public ::testing::Test {
  protected:

@@ -256,6 +256,20 @@ std::shared_ptr<TestKubelet::Plugin> TestKubelet::FindPlugin(const std::string& 
   return it == plugins_.end() ? nullptr : it->second;
 }
 
+absl::StatusOr<absl::Duration> TestKubelet::TimeEmptyCall(const std::string& resource) {
+  std::shared_ptr<Plugin> plugin = FindPlugin(resource);
+  if (plugin == nullptr) return absl::NotFoundError("unregistered device " + resource);
+  v1beta1::Empty empty;
+  v1beta1::DevicePluginOptions options;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(absl::Seconds(10)));
+  const absl::Time t0 = absl::Now();
+  grpc::Status st = plugin->stub->GetDevicePluginOptions(&ctx, empty, &options);
+  const absl::Duration d = absl::Now() - t0;
+  if (!st.ok()) return absl::UnavailableError(st.error_message());
+  return d;
+}
+
 bool TestKubelet::WaitForDevices(
     const std::string& resource,
     const std::function<bool(const std::map<std::string, bool>&)>& pred, absl::Duration timeout) {
@@ -326,7 +340,9 @@ absl::Status TestKubelet::AllocateContainer(const TestPod& pod, const TestContai
     v1beta1::PreferredAllocationResponse resp;
     grpc::ClientContext ctx;  // kubelet sets no deadline; a test must not hang forever
     ctx.set_deadline(Deadline(absl::Seconds(60)));
+    const absl::Time t0 = absl::Now();
     grpc::Status st = plugin->stub->GetPreferredAllocation(&ctx, req, &resp);
+    out->preferred_time += absl::Now() - t0;
     if (!st.ok()) return Rejected(st.error_message());
     if (resp.container_responses_size() > 0) {
       for (const auto& id : resp.container_responses(0).deviceids()) preferred.push_back(id);
@@ -358,7 +374,9 @@ absl::Status TestKubelet::AllocateContainer(const TestPod& pod, const TestContai
   v1beta1::AllocateResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(absl::Seconds(60)));
+  const absl::Time t0 = absl::Now();
   grpc::Status st = plugin->stub->Allocate(&ctx, req, &resp);
+  out->allocate_time += absl::Now() - t0;
   if (!st.ok()) return Rejected(st.error_message());
   if (resp.container_responses_size() < 1) return Rejected("empty AllocateResponse");
   const auto& r = resp.container_responses(0);

@@ -33,6 +33,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -66,6 +67,9 @@ struct AdmitResult {
   absl::Status status;  // kubelet's rejection message when not OK
   std::map<std::string, ContainerAllocation> containers;  // by container name
   bool preferred_called = false;
+  // Round-trip times of the RPCs as kubelet saw them (summed over containers).
+  absl::Duration preferred_time;
+  absl::Duration allocate_time;
 };
 
 class TestKubelet {
@@ -97,6 +101,9 @@ class TestKubelet {
   int64_t Registrations(const std::string& resource) const;
 
   AdmitResult Admit(const TestPod& pod);
+  // One GetDevicePluginOptions round trip to `resource`'s plugin: the floor of a gRPC call
+  // over the same kind of socket (benchmarks).
+  absl::StatusOr<absl::Duration> TimeEmptyCall(const std::string& resource);
   absl::Status StartContainer(const std::string& pod_key, const std::string& container);
   void RemovePod(const std::string& pod_key);
   std::map<std::string, std::vector<std::string>> AllocatedIds(const std::string& pod_key) const;
