@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/admission_guard.h"
+#include "agent/agent_metrics.h"
 #include "agent/device_health.h"
 #include "agent/device_plugin_service.h"
 #include "agent/inventory.h"
@@ -67,8 +68,9 @@ class AgentAdmission : public ::testing::Test {
     RegistrarOptions ro;
     ro.device_plugin_dir = kubelet_->device_plugin_dir();
     ro.poll_interval = absl::Milliseconds(20);
+    metrics_ = std::make_unique<AgentMetrics>(*units_);
     registrar_ = std::make_unique<PluginRegistrar>(units_.get(), guard_.get(), &health_,
-                                                   plugin_options, nullptr, ro);
+                                                   plugin_options, metrics_.get(), ro);
     ASSERT_TRUE(registrar_->Start().ok());
     for (const ServedOffering& o : units_->offerings()) {
       ASSERT_TRUE(kubelet_->WaitForResource(o.resource(), o.device_count(), absl::Seconds(30)))
@@ -124,6 +126,7 @@ class AgentAdmission : public ::testing::Test {
   std::unique_ptr<UnitMap> units_;
   std::unique_ptr<PodResourcesClient> pod_resources_;
   std::unique_ptr<AdmissionGuard> guard_;
+  std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<PluginRegistrar> registrar_;
 };
 
@@ -178,6 +181,8 @@ TEST_F(AgentAdmission, PodsOfDifferentUnitsPendingTogetherAreRefused) {
   EXPECT_THAT(std::string(r.status.message()), HasSubstr("team-c/c1 (unit 2)"));
   EXPECT_TRUE(kubelet_->AllocatedIds("team-b/b1").empty());
   EXPECT_GE(pods_.resyncs(), 1);  // it looked again before refusing
+  EXPECT_THAT(metrics_->Serialize(),
+              HasSubstr("gse_agent_identification_failures_total{reason=\"ambiguous\",resource=\"nvidia.com/mig-1g.5gb.shared\"} 1"));
   // Once only one of them waits (the other was recreated later), admission succeeds.
   pods_.Remove("team-c/c1");
   r = kubelet_->Admit(KubeletPod(b));
@@ -214,6 +219,8 @@ TEST_F(AgentAdmission, KubeletOfferingAnotherUnitIsRefused) {
   EXPECT_THAT(std::string(r.status.message()), HasSubstr("is unit 2 (MIG-0002)"));
   EXPECT_THAT(std::string(r.status.message()), HasSubstr("team-a/a1 is annotated with unit(s) 0"));
   EXPECT_TRUE(kubelet_->AllocatedIds("team-a/a1").empty());
+  EXPECT_THAT(metrics_->Serialize(),
+              HasSubstr("gse_agent_allocations_total{outcome=\"refused\",resource=\"nvidia.com/mig-1g.5gb.shared\"} 1"));
 }
 
 TEST_F(AgentAdmission, HostileAnnotationsGetNothing) {
