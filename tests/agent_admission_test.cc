@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "state/assignment.h"
-#include "tests/testing/fake_apiserver.h"
+#include "testsupport/fake_apiserver.h"
 #include "testsupport/kubelet/fixed_pod_source.h"
 #include "testsupport/kubelet/test_kubelet.h"
 

@@ -11,7 +11,7 @@
 #include "agent/nvml_library.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/fake_apiserver.h"
+#include "testsupport/fake_apiserver.h"
 
 namespace gse::agent {
 namespace {
