@@ -736,7 +736,8 @@ absl::Status TransportError(absl::string_view what, httplib::Error error, absl::
 }  // namespace
 
 absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const std::string& path,
-                                              const std::string* body, absl::Duration read_timeout) {
+                                              const std::string* body, absl::Duration read_timeout,
+                                              const char* content_type) {
   std::string what = absl::StrCat(method, " ", path);
   if (body != nullptr && !limiter_->Acquire(read_timeout)) {
     return WithKubeError(absl::ResourceExhaustedError(absl::StrCat(
@@ -754,9 +755,10 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
     if (!token.empty()) headers.emplace("Authorization", absl::StrCat("Bearer ", token));
     std::string full = base_path_ + path;
     absl::Time start = absl::Now();
-    httplib::Result r = method == "GET"    ? c->Get(full, headers)
-                        : method == "POST" ? c->Post(full, headers, *body, "application/json")
-                                           : c->Put(full, headers, *body, "application/json");
+    httplib::Result r = method == "GET"     ? c->Get(full, headers)
+                        : method == "POST"  ? c->Post(full, headers, *body, content_type)
+                        : method == "PATCH" ? c->Patch(full, headers, *body, content_type)
+                                            : c->Put(full, headers, *body, content_type);
     if (!r) {
       long verify = 0;
       if (auto* ssl = dynamic_cast<httplib::SSLClient*>(c.get())) verify = ssl->get_openssl_verify_result();
@@ -784,6 +786,10 @@ absl::StatusOr<std::string> KubeClient::Post(const std::string& path, const std:
 }
 absl::StatusOr<std::string> KubeClient::Put(const std::string& path, const std::string& body) {
   return Unary("PUT", path, &body, options_.request_timeout);
+}
+absl::StatusOr<std::string> KubeClient::Patch(const std::string& path, const std::string& body,
+                                              const char* content_type) {
+  return Unary("PATCH", path, &body, options_.request_timeout, content_type);
 }
 absl::StatusOr<std::string> KubeClient::GetWithTimeout(const std::string& path,
                                                        absl::Duration timeout) {

@@ -1,13 +1,13 @@
 // KubeClient: a small Kubernetes REST client (cpp-httplib, HTTPS with CA verification) for the
-// calls the extender makes: paged lists, streaming watches, binding POSTs and Lease get/create/
-// update.
+// calls the extender and the node agent make: paged lists, streaming watches, binding and Event
+// POSTs, Lease get/create/update and merge PATCHes of annotations.
 //
 // Contract:
 //  * Configuration comes from the pod's service account (in-cluster) or a kubeconfig file.
 //    Loading validates everything it can before any connection (files exist, PEM parses,
 //    current context exists) and names the file and field that is wrong.
-//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT) pass a
-//    token-bucket limiter (qps, burst) first.
+//  * Every call has a connect timeout and a read/write timeout. Writes (POST, PUT, PATCH) pass
+//    a token-bucket limiter (qps, burst) first.
 //  * An API error body (v1.Status) becomes an absl::Status whose message carries the HTTP code,
 //    `reason` and `message`; KubeErrorOf() gives them back as values (e.g. 410 Expired).
 //  * A bearer token read from a file is re-read when the file changes (service account tokens
@@ -127,6 +127,11 @@ class KubeClient {
   absl::StatusOr<std::string> Get(const std::string& path);
   absl::StatusOr<std::string> Post(const std::string& path, const std::string& body);
   absl::StatusOr<std::string> Put(const std::string& path, const std::string& body);
+  // PATCH with the given patch type: kMergePatch (RFC 7386) or kStrategicMergePatch.
+  absl::StatusOr<std::string> Patch(const std::string& path, const std::string& body,
+                                    const char* content_type = kMergePatch);
+  static constexpr const char* kMergePatch = "application/merge-patch+json";
+  static constexpr const char* kStrategicMergePatch = "application/strategic-merge-patch+json";
   // Like Get/Post but with a per-call read timeout (bind must answer within kube-scheduler's).
   absl::StatusOr<std::string> GetWithTimeout(const std::string& path, absl::Duration timeout);
   absl::StatusOr<std::string> PostWithTimeout(const std::string& path, const std::string& body,
@@ -165,7 +170,8 @@ class KubeClient {
   // Builds an httplib client for this server; `read_timeout` for its reads.
   std::unique_ptr<httplib::ClientImpl> NewConnection(absl::Duration read_timeout) const;
   absl::StatusOr<std::string> Unary(const std::string& method, const std::string& path,
-                                    const std::string* body, absl::Duration read_timeout);
+                                    const std::string* body, absl::Duration read_timeout,
+                                    const char* content_type = "application/json");
   // The current bearer token (re-reads token_file when it changed). `force` re-reads always.
   std::string Token(bool force);
 

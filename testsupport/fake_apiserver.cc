@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -188,6 +189,59 @@ std::string BookmarkLine(absl::string_view resource, int64_t rv) {
                       R"(","metadata":{"resourceVersion":")", rv,
                       R"(","creationTimestamp":null})", extra, "}}");
 }
+
+// RFC 7386 JSON merge patch of `patch` into `target`: objects merge member by member, null
+// removes a member, anything else replaces.
+void MergePatch(rapidjson::Value& target, const rapidjson::Value& patch,
+                rapidjson::Document::AllocatorType& a) {
+  if (!patch.IsObject()) {
+    target.CopyFrom(patch, a);
+    return;
+  }
+  if (!target.IsObject()) target.SetObject();
+  for (const auto& m : patch.GetObject()) {
+    auto it = target.FindMember(m.name);
+    if (m.value.IsNull()) {
+      if (it != target.MemberEnd()) target.RemoveMember(it);
+    } else if (it != target.MemberEnd()) {
+      MergePatch(it->value, m.value, a);
+    } else {
+      rapidjson::Value v;
+      MergePatch(v, m.value, a);
+      target.AddMember(rapidjson::Value(m.name, a), v, a);
+    }
+  }
+}
+
+// The one field selector our clients use: pods with spec.nodeName=<node>. `ok` is false for
+// any other selector (the server answers 400, as a real one does for unsupported fields).
+struct FieldSelector {
+  bool ok = true;
+  bool any = true;  // no selector
+  std::string node;
+
+  FieldSelector(absl::string_view resource, absl::string_view text) {
+    if (text.empty()) return;
+    any = false;
+    absl::string_view value = text;
+    if (resource != "pods" || (!absl::ConsumePrefix(&value, "spec.nodeName==") &&
+                               !absl::ConsumePrefix(&value, "spec.nodeName="))) {
+      ok = false;
+      return;
+    }
+    node = std::string(value);
+  }
+  // `json` is an object, or a watch event line {"type":..,"object":{..}}.
+  bool Matches(absl::string_view json) const {
+    if (any) return true;
+    Doc doc;
+    doc.Parse(json.data(), json.size());
+    if (doc.HasParseError() || !doc.IsObject()) return false;
+    const rapidjson::Value* obj = doc.HasMember("object") ? Member(doc, "object") : &doc;
+    const rapidjson::Value* spec = obj ? Member(*obj, "spec") : nullptr;
+    return spec != nullptr && Str(*spec, "nodeName") == node;
+  }
+};
 
 thread_local absl::Duration t_delay_after;
 thread_local bool t_truncate_body = false;
@@ -403,6 +457,7 @@ absl::Status FakeApiServer::Start() {
   server_->Post(".*", handler);
   server_->Put(".*", handler);
   server_->Delete(".*", handler);
+  server_->Patch(".*", handler);
 
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) return absl::InternalError("fake apiserver: cannot bind a loopback port");
@@ -715,6 +770,10 @@ void FakeApiServer::Route(const Exchange& ex) {
       }
       return;
     }
+    if (n == 5 && p[3] == "nodes" && method == "PATCH") {
+      ServePatch(ex, "nodes", "", p[4]);
+      return;
+    }
     if (n == 5 && (p[3] == "nodes" || p[3] == "namespaces")) {
       ServeObject(ex, p[3], "", p[4]);
       return;
@@ -742,6 +801,14 @@ void FakeApiServer::Route(const Exchange& ex) {
           return;
         }
         ex.Reply(201, objects_["pods"][absl::StrCat(ns, "/", name)].full);
+        return;
+      }
+      if (n == 6 && method == "POST" && resource == "events") {
+        ServeEventCreate(ex, ns);
+        return;
+      }
+      if (n == 7 && method == "PATCH" && resource == "pods") {
+        ServePatch(ex, resource, ns, p[6]);
         return;
       }
       if (n == 8 && resource == "pods" && p[7] == "binding" && method == "POST") {
@@ -795,6 +862,13 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
   const std::string cont = ex.req->get_param_value("continue");
   const std::string rv_param = ex.req->get_param_value("resourceVersion");
   const std::string match = ex.req->get_param_value("resourceVersionMatch");
+  const FieldSelector selector(resource, ex.req->get_param_value("fieldSelector"));
+  if (!selector.ok) {
+    ex.Reply(400, StatusBody(400, "BadRequest",
+                             absl::StrCat("field label not supported: ",
+                                          ex.req->get_param_value("fieldSelector"))));
+    return;
+  }
   absl::MutexLock lock(&mu_);
   std::string snapshot_id;
   size_t offset = 0;
@@ -823,7 +897,9 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
       }
     }
     fresh.rv = rv_;
-    for (const auto& [key, stored] : objects_[resource]) fresh.items.push_back(stored.item);
+    for (const auto& [key, stored] : objects_[resource]) {
+      if (selector.Matches(stored.item)) fresh.items.push_back(stored.item);
+    }
     snap = &fresh;
   }
   size_t end = snap->items.size();
@@ -870,6 +946,14 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
   }
   const std::string rv_param = ex.req->get_param_value("resourceVersion");
   const std::string bm = ex.req->get_param_value("allowWatchBookmarks");
+  auto selector = std::make_shared<const FieldSelector>(resource,
+                                                        ex.req->get_param_value("fieldSelector"));
+  if (!selector->ok) {
+    ex.Reply(400, StatusBody(400, "BadRequest",
+                             absl::StrCat("field label not supported: ",
+                                          ex.req->get_param_value("fieldSelector"))));
+    return;
+  }
   state->bookmarks = bm == "true" || bm == "1";
   const absl::Time now = absl::Now();
   state->end = now + absl::Seconds(timeout_s);
@@ -889,7 +973,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
   }
   ex.res->set_chunked_content_provider(
       "application/json",
-      [this, state, resource](size_t, httplib::DataSink& sink) -> bool {
+      [this, state, resource, selector](size_t, httplib::DataSink& sink) -> bool {
         std::vector<std::string> lines;
         bool finish = false;
         bool cut = false;
@@ -923,7 +1007,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
                                             [](int64_t rv, const Event& e) { return rv < e.rv; });
               for (auto it = first; it != log_.end(); ++it) {
                 state->pos = it->rv;
-                if (it->resource != resource) continue;
+                if (it->resource != resource || !selector->Matches(it->line)) continue;
                 if (truncate_events_ > 0) {
                   --truncate_events_;
                   lines.push_back(it->line.substr(0, it->line.size() / 2));
@@ -1080,6 +1164,83 @@ void FakeApiServer::ServeLease(const Exchange& ex, const std::string& ns, const 
     return;
   }
   ex.Reply(405, StatusBody(405, "MethodNotAllowed", "the server does not allow this method"));
+}
+
+void FakeApiServer::ServePatch(const Exchange& ex, const std::string& resource,
+                               const std::string& ns, const std::string& name) {
+  const std::string type = ex.req->get_header_value("Content-Type");
+  if (!absl::StartsWith(type, "application/merge-patch+json") &&
+      !absl::StartsWith(type, "application/strategic-merge-patch+json")) {
+    ex.Reply(415, StatusBody(415, "UnsupportedMediaType",
+                             absl::StrCat("the body of the request was in an unknown format - "
+                                          "accepted media types include: application/json-patch+json, "
+                                          "application/merge-patch+json, application/apply-patch+yaml, "
+                                          "application/strategic-merge-patch+json; got "", type, """)));
+    return;
+  }
+  Doc patch;
+  patch.Parse(ex.req->body.c_str());
+  if (patch.HasParseError() || !patch.IsObject()) {
+    ex.Reply(400, StatusBody(400, "BadRequest", "error decoding patch: not a JSON object"));
+    return;
+  }
+  const std::string key = ns.empty() ? name : absl::StrCat(ns, "/", name);
+  absl::MutexLock lock(&mu_);
+  auto& objects = objects_[resource];
+  auto it = objects.find(key);
+  if (it == objects.end()) {
+    ex.Reply(404, StatusBody(404, "NotFound", absl::StrCat(resource, " \"", name, "\" not found"),
+                             name, resource));
+    return;
+  }
+  Doc doc;
+  doc.Parse(it->second.item.c_str());
+  const std::string uid = Str(doc["metadata"], "uid");
+  const rapidjson::Value* patch_meta = Member(patch, "metadata");
+  const std::string patch_uid = patch_meta != nullptr ? Str(*patch_meta, "uid") : "";
+  if (!patch_uid.empty() && patch_uid != uid) {
+    // A patch that names another UID (a pod recreated under the same name) fails validation.
+    ex.Reply(422, StatusBody(422, "Invalid",
+                             absl::StrCat(resource, " \"", name, "\" is invalid: metadata.uid: ",
+                                          "Invalid value: \"", patch_uid, "\": field is immutable"),
+                             name, resource));
+    return;
+  }
+  MergePatch(doc, patch, doc.GetAllocator());
+  // Identity is not the patch's to change.
+  rapidjson::Value& meta = Obj(doc, doc, "metadata");
+  SetStr(doc, meta, "name", name);
+  if (!ns.empty()) SetStr(doc, meta, "namespace", ns);
+  SetStr(doc, meta, "uid", uid);
+  CommitLocked(resource, key, doc, "MODIFIED");
+  ex.Reply(200, objects[key].full);
+}
+
+void FakeApiServer::ServeEventCreate(const Exchange& ex, const std::string& ns) {
+  Doc doc;
+  doc.Parse(ex.req->body.c_str());
+  const rapidjson::Value* meta = doc.HasParseError() ? nullptr : Member(doc, "metadata");
+  const rapidjson::Value* involved = doc.HasParseError() ? nullptr : Member(doc, "involvedObject");
+  if (meta == nullptr || (Str(*meta, "name").empty() && Str(*meta, "generateName").empty())) {
+    ex.Reply(422, StatusBody(422, "Invalid", "Event.metadata.name: Required value"));
+    return;
+  }
+  if (involved == nullptr || Str(*involved, "name").empty() ||
+      (!Str(*meta, "namespace").empty() && Str(*meta, "namespace") != ns) ||
+      Str(*involved, "namespace") != ns) {
+    ex.Reply(422, StatusBody(422, "Invalid",
+                             "Event.involvedObject: Invalid value: the namespace of the involved "
+                             "object must match the event's"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  events_.push_back(ex.req->body);
+  ex.Reply(201, ex.req->body);
+}
+
+std::vector<std::string> FakeApiServer::Events() const {
+  absl::MutexLock lock(&mu_);
+  return events_;
 }
 
 }  // namespace gse::testing

@@ -15,6 +15,14 @@
 //        pod, 404 on a missing pod (bodies as recorded)
 //   GET/PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}, POST .../leases
 //        (resourceVersion preconditions: 409 on a stale PUT, 409 AlreadyExists on create)
+//   PATCH /api/v1/namespaces/{ns}/pods/{name}, PATCH /api/v1/nodes/{name}   merge patch
+//        (application/merge-patch+json, RFC 7386; strategic-merge-patch+json is merged the same
+//        way, which equals the real semantics for the maps our clients patch); 415 for other
+//        content types, 404 on a missing object, 400 on a body that is not a JSON object
+//   POST /api/v1/namespaces/{ns}/events                    core/v1 Event (kept for Events())
+//   fieldSelector=spec.nodeName=<node> on pod lists and watches (400 for other selectors);
+//        a watch sends the events of matching pods with their own type (a real server sends
+//        ADDED when a pod starts to match: our clients treat ADDED and MODIFIED alike)
 // Every request needs "Authorization: Bearer <one of tokens>" (else 401, recorded body),
 // except in client-certificate mode.
 // Fault injection: status answers (500...), delays before or after the write commits, dropped
@@ -156,6 +164,8 @@ class FakeApiServer {
 
   // ---- audit
   std::vector<PodView> Pods() const;
+  // Events POSTed so far (the request bodies, as the server stored them), oldest first.
+  std::vector<std::string> Events() const;
 
   // ---- faults
   void AddFault(Fault fault);
@@ -195,6 +205,9 @@ class FakeApiServer {
   void ServeLease(const Exchange& ex, const std::string& ns, const std::string& name);
   void ServeObject(const Exchange& ex, const std::string& resource, const std::string& ns,
                    const std::string& name);
+  void ServePatch(const Exchange& ex, const std::string& resource, const std::string& ns,
+                  const std::string& name);
+  void ServeEventCreate(const Exchange& ex, const std::string& ns);
 
   absl::Status ApplyDocLocked(const std::string& resource, rapidjson::Document& doc,
                               const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,6 +240,7 @@ class FakeApiServer {
   int open_watches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> request_counts_ ABSL_GUARDED_BY(mu_);  // "METHOD path"
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);  // core/v1 Events POSTed
 };
 
 }  // namespace gse::testing
