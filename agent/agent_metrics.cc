@@ -6,6 +6,10 @@
 #include "prometheus/text_serializer.h"
 
 namespace gse::agent {
+namespace {
+constexpr const char* kApiCalls[] = {"pod_list", "pod_watch", "patch_pod", "patch_node", "event",
+                                     "pod_resources"};
+}  // namespace
 
 AgentMetrics::AgentMetrics(const UnitMap& units)
     : registry_(std::make_shared<prometheus::Registry>()),
@@ -25,7 +29,21 @@ AgentMetrics::AgentMetrics(const UnitMap& units)
                        "units serving two projects").Register(*registry_)),
       health_supported_(prometheus::BuildGauge().Name("gse_agent_nvml_health_events_supported")
                             .Help("GPUs that deliver NVML health events").Register(*registry_)
-                            .Add({})) {
+                            .Add({})),
+      confirmations_(prometheus::BuildCounter().Name("gse_agent_confirmations_total")
+                         .Help("Pods whose allocation was confirmed with the "
+                               "gpu.themelio.io/allocated annotation")
+                         .Register(*registry_).Add({})),
+      api_errors_(prometheus::BuildCounter().Name("gse_agent_api_errors_total")
+                      .Help("Failed calls to the API server and to kubelet's pod-resources")
+                      .Register(*registry_)),
+      pods_synced_(prometheus::BuildGauge().Name("gse_agent_pods_synced")
+                       .Help("1 once the node's pods were listed from the API server")
+                       .Register(*registry_).Add({})),
+      plugins_registered_(prometheus::BuildGauge().Name("gse_agent_plugins_registered")
+                              .Help("1 while every device plugin is registered with kubelet")
+                              .Register(*registry_).Add({})) {
+  for (const char* call : kApiCalls) api_errors_.Add({{"call", call}});
   for (const ServedOffering& o : units.offerings()) {
     units_.Add({{"resource", o.resource()}}).Set(static_cast<double>(o.units().size()));
     unhealthy_.Add({{"resource", o.resource()}}).Set(0);
@@ -67,6 +85,24 @@ void AgentMetrics::SetUnhealthyUnits(const std::string& resource, int count) {
 }
 
 void AgentMetrics::SetHealthEventsSupported(int gpus) { health_supported_.Set(gpus); }
+
+void AgentMetrics::OnConfirmation() { confirmations_.Increment(); }
+
+void AgentMetrics::OnApiError(const std::string& call, int64_t n) {
+  if (n <= 0) return;
+  for (const char* known : kApiCalls) {
+    if (call == known) {
+      api_errors_.Add({{"call", call}}).Increment(static_cast<double>(n));
+      return;
+    }
+  }
+}
+
+void AgentMetrics::SetPodsSynced(bool synced) { pods_synced_.Set(synced ? 1 : 0); }
+
+void AgentMetrics::SetPluginsRegistered(bool registered) {
+  plugins_registered_.Set(registered ? 1 : 0);
+}
 
 std::string AgentMetrics::Serialize() const {
   prometheus::TextSerializer serializer;

@@ -15,6 +15,11 @@ bool DeviceHealth::Healthy(const std::string& uuid) const {
   return !unhealthy_.contains(uuid);
 }
 
+bool DeviceHealth::UnitHealthy(const UnitDevice& unit) const {
+  absl::MutexLock lock(&mu_);
+  return unit.healthy && !unhealthy_.contains(unit.uuid) && !unhealthy_.contains(unit.gpu_uuid);
+}
+
 size_t DeviceHealth::unhealthy_count() const {
   absl::MutexLock lock(&mu_);
   return unhealthy_.size();

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/unit_map.h"
 
 namespace gse::agent {
 
@@ -21,6 +22,9 @@ class DeviceHealth {
   // Returns true when the device was healthy before.
   bool MarkUnhealthy(const std::string& uuid, const std::string& reason);
   bool Healthy(const std::string& uuid) const;
+  // A unit is usable when the inventory found it healthy and neither its device nor its GPU
+  // has failed since (the one rule ListAndWatch, the metrics and the Node inventory share).
+  bool UnitHealthy(const UnitDevice& unit) const;
   size_t unhealthy_count() const;
   // Increases with every change.
   uint64_t generation() const;

@@ -115,7 +115,7 @@ void DevicePluginService::Stop() {
 v1beta1::ListAndWatchResponse DevicePluginService::DeviceList() const {
   v1beta1::ListAndWatchResponse resp;
   for (const UnitDevice& u : offering_->units()) {
-    const bool healthy = u.healthy && health_->Healthy(u.uuid) && health_->Healthy(u.gpu_uuid);
+    const bool healthy = health_->UnitHealthy(u);
     for (const std::string& id : offering_->UnitDeviceIds(u.index)) {
       v1beta1::Device* d = resp.add_devices();
       d->set_id(id);
