@@ -22,6 +22,7 @@ COPY state/ state/
 COPY kube/ kube/
 COPY scoring/ scoring/
 COPY extender/ extender/
+COPY agent/ agent/
 COPY tools/ tools/
 COPY examples/ examples/
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGSE_BUILD_TESTS=OFF && cmake --build build -j"$(nproc)" --target gpu-slice-extender

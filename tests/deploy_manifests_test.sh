@@ -174,6 +174,30 @@ if ((node_rc != 0 && n_fail == 0)); then
   fail "tests/deploy/validate.js ran" "exit $node_rc: $(tail -5 "$work/validate.err")"
 fi
 
+# ---- the node agent's DaemonSet arguments, with the real binary --------------------------------
+# validate.js checks the flag names; here the agent itself checks the values. With the
+# DaemonSet's arguments (and NODE_NAME as the DaemonSet sets it) it must pass every flag check
+# and stop only at the first thing this machine lacks: NVML (given a path that surely is absent).
+agent_bin="${GSE_BIN_DIR:-build/bin}/gpu-slice-agent"
+check_name="gpu-slice-agent accepts the arguments of the rendered DaemonSet (deploy/overlays/agent)"
+if [[ ! -x "$agent_bin" ]]; then
+  fail "$check_name" "no binary at $agent_bin: build the gpu-slice-agent target (or set GSE_BIN_DIR)"
+elif [[ ! -f "$work/rendered/agent.yaml" ]]; then
+  fail "$check_name" "deploy/overlays/agent did not render"
+else
+  mapfile -t ds_args < <(NODE_PATH=tests/deploy/node_modules node -e '
+    const YAML = require("yaml");
+    const docs = YAML.parseAllDocuments(require("fs").readFileSync(process.argv[1], "utf8")).map((d) => d.toJS());
+    const ds = docs.find((o) => o && o.kind === "DaemonSet" && o.metadata.name === "gpu-slice-agent");
+    for (const a of ds.spec.template.spec.containers[0].args) console.log(a);' "$work/rendered/agent.yaml")
+  out=$(NODE_NAME=gpu-node-1 "$agent_bin" "${ds_args[@]}" --nvml-library=/nonexistent/libnvidia-ml.so.1 2>&1); rc=$?
+  if ((rc == 2 && ${#ds_args[@]} > 0)) && grep -Fq -- "--nvml-library: NVML library /nonexistent/libnvidia-ml.so.1 cannot be loaded" <<<"$out"; then
+    pass "$check_name"
+  else
+    fail "$check_name" "exit $rc with ${#ds_args[@]} argument(s): $(head -3 <<<"$out" | tr '\n' '|')"
+  fi
+fi
+
 # ---- Dockerfile ------------------------------------------------------------------------------
 # Static checks here; tests/image_check.sh (GSE_TEST_VARIANTS=image) builds and runs the images.
 df=Dockerfile
