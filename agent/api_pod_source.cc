@@ -147,12 +147,7 @@ absl::Status ApiPodSource::Resync(absl::Duration timeout) {
   }
 }
 
-absl::StatusOr<std::string> ApiPodSource::ListAndReplace() {
-  int64_t list_for;
-  {
-    absl::MutexLock lock(&mu_);
-    list_for = resync_wanted_;
-  }
+absl::StatusOr<std::string> ApiPodSource::ListAndReplace(int64_t list_for) {
   std::map<std::string, NodePod> fresh;
   int64_t rejected = 0;
   absl::StatusOr<std::string> rv = client_->List(path_, [&](const rapidjson::Value& page) {
@@ -264,7 +259,7 @@ void ApiPodSource::Run() {
       absl::MutexLock lock(&mu_);
       list_for = resync_wanted_;
     }
-    absl::StatusOr<std::string> rv = ListAndReplace();
+    absl::StatusOr<std::string> rv = ListAndReplace(list_for);
     if (!rv.ok()) {
       {
         absl::MutexLock lock(&mu_);

@@ -80,8 +80,10 @@ class ApiPodSource : public PodSource {
 
  private:
   void Run();
-  // Lists every page; on success replaces the view. Returns the list's resourceVersion.
-  absl::StatusOr<std::string> ListAndReplace();
+  // Lists every page; on success replaces the view and marks the Resync requests up to
+  // `list_for` (the request count when the list started) as served. Returns the list's
+  // resourceVersion.
+  absl::StatusOr<std::string> ListAndReplace(int64_t list_for);
   // Watches until the stream ends, the stopper stops it, or a 410 (`*expired`).
   absl::Status WatchFrom(std::string* resource_version, WatchStopper* stopper, bool* expired);
   // One watch line; false ends the watch (corrupt line or ERROR event).

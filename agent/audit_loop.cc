@@ -83,7 +83,7 @@ void AuditLoop::Loop() {
       next = std::min(next, absl::Now());
     }
     if (absl::Now() < next) {
-      absl::SleepFor(absl::Milliseconds(2));
+      absl::SleepFor(absl::Milliseconds(5));  // a kick waits at most this long
       continue;
     }
     RunOnce();

@@ -163,9 +163,16 @@ TEST_F(ApiPodSourceTest, ResyncIsBoundedWhenTheApiServerDoesNotAnswer) {
 
 TEST_F(ApiPodSourceTest, CompactedHistoryMeansARelist) {
   auto source = StartSource();
+  // The watch reconnects only after the pod's event has been compacted away: it resumes
+  // from a resourceVersion that is gone and gets 410.
+  FakeApiServer::Fault late;
+  late.method = "GET";
+  late.query_contains = "watch";
+  late.delay_before = absl::Seconds(1);
+  fake_.AddFault(late);
   fake_.DropWatches();
   ASSERT_TRUE(fake_.Apply("pods", Pod("team-a", "a1", kNode, "0")).ok());
-  fake_.Compact();  // the watch resumes from a resourceVersion that is gone: 410
+  fake_.Compact();
   ASSERT_TRUE(Eventually([&] { return Keys(source->Snapshot()).size() == 1; }, absl::Seconds(20)));
   ASSERT_TRUE(Eventually([&] { return source->counters().expired >= 1; }, absl::Seconds(20)));
   EXPECT_GE(source->counters().lists, 2);

@@ -490,7 +490,7 @@ class AgentEndToEnd : public ::testing::Test {
   // replaced until all run (at most `rounds` rounds). `mid_burst` runs once, halfway.
   Burst RunBurst(const std::vector<std::pair<std::string, std::string>>& wanted,
                  const std::string& prefix, const std::function<void()>& mid_burst = nullptr,
-                 int rounds = 12) {
+                 int rounds = 30) {
     Burst out;
     out.wanted = static_cast<int>(wanted.size());
     std::vector<std::string> current;  // the live incarnation of each wanted pod
