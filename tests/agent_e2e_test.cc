@@ -6,6 +6,8 @@
 //   * kubelet: sees a pod once it is bound (polling the API server), admits the pods of each
 //     batch one at a time (GetPreferredAllocation, Allocate), starts the container
 //     (PreStartContainer), writes the phase (Running, or Failed when admission is refused);
+//     a failed start leaves the pod Pending and the test kubelet retries it after a backoff
+//     on its own thread (as kubelet's pod worker does), writing Running when a retry succeeds;
 //   * a controller: replaces a refused pod with a new one, as a ReplicaSet or notebook
 //     controller does.
 // Two A100 nodes, each with one GPU in MIG mode (7 time-sliced 1g.5gb slices x 4 tickets)
@@ -157,7 +159,8 @@ struct Admission {
   bool admitted = false;
   std::string refusal;  // kubelet's rejection message
   bool started = false;
-  std::string start_error;
+  std::string start_error;  // of the last attempt
+  int start_retries = 0;    // retries by the test kubelet after a failed start
   std::string resource;
   std::vector<std::string> ids;
   std::string visible;  // NVIDIA_VISIBLE_DEVICES
@@ -171,18 +174,27 @@ class KubeletLoop {
   ~KubeletLoop() { Stop(); }
 
   void Start() {
+    kubelet_->SetStartListener(
+        [this](const std::string& key, const std::string&, const absl::Status& s) { OnRetriedStart(key, s); });
     thread_ = std::thread([this] { Loop(); });
   }
   void Stop() {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
+    kubelet_->SetStartListener(nullptr);
   }
   void SetPaused(bool paused) {
     absl::MutexLock lock(&mu_);
     paused_ = paused;
   }
   // Admits `pod` now, whatever the API server says (a kubelet whose view is stale).
-  Admission AdmitNow(const PodView& pod) { return Admit(pod); }
+  Admission AdmitNow(const PodView& pod) {
+    {
+      absl::MutexLock lock(&mu_);
+      admitted_keys_.insert(pod.key);  // killed once the loop sees it is gone
+    }
+    return Admit(pod);
+  }
   std::vector<Admission> admissions() const {
     absl::MutexLock lock(&mu_);
     return done_;
@@ -233,6 +245,22 @@ class KubeletLoop {
     return a;
   }
 
+  // The test kubelet retried a failed start (its retry thread).
+  void OnRetriedStart(const std::string& key, const absl::Status& s) {
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = done_.rbegin(); it != done_.rend(); ++it) {
+        if (it->key != key || !it->admitted) continue;
+        it->started = s.ok();
+        it->start_error = std::string(s.message());
+        ++it->start_retries;
+        break;
+      }
+    }
+    const size_t slash = key.find('/');
+    if (s.ok()) (void)fake_->SetPodPhase(key.substr(0, slash), key.substr(slash + 1), "Running");
+  }
+
   void Loop() {
     while (!stop_.load()) {
       bool paused;
@@ -248,17 +276,17 @@ class KubeletLoop {
         if (p.phase != "Pending" || p.terminating || seen_.count(p.uid) != 0) continue;
         batch.push_back(p);
       }
-      // Deleted pods: kubelet kills them and frees their devices.
-      for (auto it = admitted_keys_.begin(); it != admitted_keys_.end();) {
-        if (present.count(*it) == 0) {
-          kubelet_->RemovePod(*it);
-          it = admitted_keys_.erase(it);
-        } else {
-          ++it;
-        }
-      }
       {
         absl::MutexLock lock(&mu_);
+        // Deleted pods: kubelet kills them and frees their devices.
+        for (auto it = admitted_keys_.begin(); it != admitted_keys_.end();) {
+          if (present.count(*it) == 0) {
+            kubelet_->RemovePod(*it);
+            it = admitted_keys_.erase(it);
+          } else {
+            ++it;
+          }
+        }
         idle_ = batch.empty() || paused;
       }
       if (paused || batch.empty()) {
@@ -267,7 +295,10 @@ class KubeletLoop {
       }
       for (const PodView& p : batch) {
         seen_.insert(p.uid);
-        admitted_keys_.insert(p.key);
+        {
+          absl::MutexLock lock(&mu_);
+          admitted_keys_.insert(p.key);
+        }
         Admit(p);
       }
     }
@@ -278,9 +309,9 @@ class KubeletLoop {
   const std::string node_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::set<std::string> seen_;           // loop thread only
-  std::set<std::string> admitted_keys_;  // loop thread only
+  std::set<std::string> seen_;  // loop thread only
   mutable absl::Mutex mu_;
+  std::set<std::string> admitted_keys_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool idle_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Admission> done_ ABSL_GUARDED_BY(mu_);
@@ -315,7 +346,9 @@ class AgentEndToEnd : public ::testing::Test {
     for (const std::string& n : kNodes) {
       auto node = std::make_unique<Node>();
       node->name = n;
-      node->kubelet = std::make_unique<TestKubelet>(TestKubelet::Options{dir_.File("kubelet-" + n), 11});
+      // Kubelet retries a failed container start after 10 s; a shorter wait keeps the test short.
+      node->kubelet = std::make_unique<TestKubelet>(
+          TestKubelet::Options{dir_.File("kubelet-" + n), 11, absl::Milliseconds(200)});
       ASSERT_TRUE(node->kubelet->Start().ok());
       auto config = LoadKubeconfig(dir_.File("kubeconfig"));
       ASSERT_TRUE(config.ok()) << config.status();
@@ -460,23 +493,28 @@ class AgentEndToEnd : public ::testing::Test {
     return b && b->status == 200 && b->body.find(R"("Error":"")") != std::string::npos;
   }
 
-  // Waits until every kubelet has dealt with every pod bound to it.
+  // Waits until every pod bound to a node runs or was refused: kubelet retries a failed start
+  // until it succeeds, so a pod still Pending after a long while names a start that the agent
+  // keeps refusing.
   void Settle() {
-    ASSERT_TRUE(Eventually([&] {
+    std::string pending;
+    const bool settled = Eventually([&] {
+      pending.clear();
       for (const PodView& p : fake_.Pods()) {
-        if (!p.node.empty() && p.phase == "Pending" && !p.terminating) {
-          // bound but neither running nor refused yet (a start kubelet retries also counts)
-          bool start_failed = false;
-          for (auto& n : nodes_) {
-            for (const Admission& a : n->loop->admissions()) {
-              if (a.key == p.key && a.admitted && !a.started) start_failed = true;
-            }
-          }
-          if (!start_failed) return false;
+        if (!p.node.empty() && p.phase == "Pending" && !p.terminating) absl::StrAppend(&pending, " ", p.key);
+      }
+      return pending.empty();
+    }, absl::Seconds(120));
+    if (settled) return;
+    std::string why;
+    for (auto& n : nodes_) {
+      for (const Admission& a : n->loop->admissions()) {
+        if (a.admitted && !a.started) {
+          absl::StrAppend(&why, "\n  ", a.key, " on ", a.node, ": ", a.start_retries, " retries, last: ", a.start_error);
         }
       }
-      return true;
-    }, absl::Seconds(120)));
+    }
+    FAIL() << "bound pods still Pending:" << pending << why;
   }
 
   struct Burst {

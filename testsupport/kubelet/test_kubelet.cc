@@ -158,7 +158,15 @@ absl::Status TestKubelet::Start() {
   mkdir(options_.root.c_str(), 0755);
   mkdir(device_plugin_dir().c_str(), 0755);
   mkdir((options_.root + "/pod-resources").c_str(), 0750);
-  return Serve();
+  absl::Status s = Serve();
+  if (s.ok() && !retry_thread_.joinable()) {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = false;
+    }
+    retry_thread_ = std::thread([this] { RetryLoop(); });
+  }
+  return s;
 }
 
 absl::Status TestKubelet::Serve() {
@@ -201,10 +209,26 @@ void TestKubelet::Shutdown() {
   }
 }
 
-void TestKubelet::Stop() { Shutdown(); }
+void TestKubelet::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (retry_thread_.joinable()) retry_thread_.join();
+  Shutdown();
+}
 
 absl::Status TestKubelet::Restart() {
   Shutdown();
+  // gRPC unlinks a server's unix socket when its listener is torn down, which can happen
+  // after Shutdown() returned; the new servers' sockets have the same paths, so an unlink
+  // that late would delete them (pod-resources then stays unreachable for good). Wait until
+  // the old sockets are gone.
+  const std::string sockets[] = {device_plugin_dir() + "/kubelet.sock", pod_resources_socket()};
+  for (const absl::Time until = absl::Now() + absl::Seconds(5); absl::Now() < until;) {
+    if (access(sockets[0].c_str(), F_OK) != 0 && access(sockets[1].c_str(), F_OK) != 0) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
   // CleanupPluginDirectory: every file goes, except the checkpoint.
   if (DIR* dir = opendir(device_plugin_dir().c_str())) {
     while (dirent* e = readdir(dir)) {
@@ -405,16 +429,42 @@ AdmitResult TestKubelet::Admit(const TestPod& pod) {
       }
     }
   }
+  absl::MutexLock lock(&mu_);
+  auto& containers = admitted_[pod.Key()];
+  for (const TestContainer& c : pod.containers) {
+    auto& resources = containers[c.name];
+    for (const auto& [resource, count] : c.devices) {
+      if (count > 0) resources.push_back(resource);
+    }
+  }
   return out;
 }
 
-absl::Status TestKubelet::StartContainer(const std::string& pod_key,
-                                         const std::string& container) {
+absl::Status TestKubelet::TryStart(const std::string& pod_key, const std::string& container) {
   std::vector<BookEntry> entries;
   {
     absl::MutexLock lock(&mu_);
-    for (const BookEntry& e : book_) {
-      if (e.pod_key == pod_key && e.container == container) entries.push_back(e);
+    auto pod = admitted_.find(pod_key);
+    auto c = pod == admitted_.end() ? nullptr : &pod->second;
+    if (c == nullptr || c->count(container) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "CreateContainerConfigError: pod ", pod_key, " container ", container,
+          " is not admitted on this kubelet"));
+    }
+    for (const std::string& resource : c->at(container)) {
+      size_t found = 0;
+      for (const BookEntry& e : book_) {
+        if (e.pod_key == pod_key && e.container == container && e.resource == resource) {
+          entries.push_back(e);
+          ++found;
+        }
+      }
+      // pkg/kubelet/cm/devicemanager/manager.go, callPreStartContainerIfNeeded.
+      if (found == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "CreateContainerConfigError: no devices found allocated in local cache for pod ",
+            pod_key, ", container ", container, ", resource ", resource));
+      }
     }
   }
   for (const BookEntry& e : entries) {
@@ -434,8 +484,72 @@ absl::Status TestKubelet::StartContainer(const std::string& pod_key,
   return absl::OkStatus();
 }
 
+absl::Status TestKubelet::StartContainer(const std::string& pod_key,
+                                         const std::string& container) {
+  absl::Status s = TryStart(pod_key, container);
+  absl::MutexLock lock(&mu_);
+  retries_.erase(std::remove_if(retries_.begin(), retries_.end(),
+                                [&](const StartRetry& r) {
+                                  return r.pod_key == pod_key && r.container == container;
+                                }),
+                 retries_.end());
+  if (!s.ok() && admitted_.count(pod_key) != 0) {
+    retries_.push_back(StartRetry{pod_key, container, absl::Now() + options_.start_backoff});
+  }
+  return s;
+}
+
+void TestKubelet::RetryLoop() {
+  while (true) {
+    std::vector<StartRetry> due;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      const absl::Time now = absl::Now();
+      for (auto it = retries_.begin(); it != retries_.end();) {
+        if (it->due <= now) {
+          due.push_back(*it);
+          it = retries_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (const StartRetry& r : due) {
+      absl::Status s = TryStart(r.pod_key, r.container);
+      {
+        absl::MutexLock lock(&mu_);
+        // Removed meanwhile (killed): no more retries, nobody to tell.
+        if (admitted_.count(r.pod_key) == 0) continue;
+        if (!s.ok()) {
+          retries_.push_back(StartRetry{r.pod_key, r.container, absl::Now() + options_.start_backoff});
+        }
+      }
+      absl::MutexLock lock(&listener_mu_);
+      if (listener_) listener_(r.pod_key, r.container, s);
+    }
+    absl::SleepFor(std::min(options_.start_backoff / 4, absl::Milliseconds(20)));
+  }
+}
+
+void TestKubelet::SetStartListener(StartListener listener) {
+  absl::MutexLock lock(&listener_mu_);
+  listener_ = std::move(listener);
+}
+
+std::vector<std::string> TestKubelet::StartsWaiting() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const StartRetry& r : retries_) out.push_back(r.pod_key + "/" + r.container);
+  return out;
+}
+
 void TestKubelet::RemovePod(const std::string& pod_key) {
   absl::MutexLock lock(&mu_);
+  admitted_.erase(pod_key);
+  retries_.erase(std::remove_if(retries_.begin(), retries_.end(),
+                                [&](const StartRetry& r) { return r.pod_key == pod_key; }),
+                 retries_.end());
   book_.erase(std::remove_if(book_.begin(), book_.end(),
                              [&](const BookEntry& e) { return e.pod_key == pod_key; }),
               book_.end());
