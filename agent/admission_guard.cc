@@ -156,12 +156,13 @@ AdmissionGuard::Decision AdmissionGuard::Decide(const ServedOffering& offering,
   return d;
 }
 
-void AdmissionGuard::Refresh() {
-  // Errors leave the old views in place: the decision after a failed refresh is as safe as
-  // before it (it can only refuse more).
-  (void)pods_->Resync(options_.resync_timeout);
+absl::Status AdmissionGuard::Refresh() {
+  // A pod-resources error leaves the old view in place: held IDs only grow until kubelet's
+  // book shows them, so a stale view can only make a pod look less satisfied.
+  absl::Status pods = pods_->Resync(options_.resync_timeout);
   auto view = pod_resources_->List(options_.pod_resources_timeout);
   if (view.ok()) UpdatePodResources(*std::move(view));
+  return pods;
 }
 
 std::vector<std::string> AdmissionGuard::PreferredAllocation(
@@ -175,7 +176,7 @@ std::vector<std::string> AdmissionGuard::PreferredAllocation(
       return PreferredIds(d.rep, offering, d.use, available, must_include, size);
     }
   }
-  Refresh();
+  (void)Refresh();  // a preference only: Allocate decides on a fresh list
   pods = pods_->Snapshot();
   absl::MutexLock lock(&mu_);
   Decision d = Decide(offering, pods);
@@ -188,33 +189,41 @@ std::vector<std::string> AdmissionGuard::PreferredAllocation(
 AdmissionResult AdmissionGuard::Allocate(const ServedOffering& offering,
                                          const std::vector<std::string>& ids) {
   AdmissionResult result;
-  std::vector<NodePod> pods = pods_->Snapshot();
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (attempt == 1) {
-      Refresh();
-      pods = pods_->Snapshot();
-      result.refreshed = true;
-    }
-    absl::MutexLock lock(&mu_);
-    Decision d = Decide(offering, pods);
-    if (d.outcome != AdmissionOutcome::kAllocated) {
-      result.outcome = d.outcome;
-      result.status = absl::FailedPreconditionError(d.message);
-      continue;  // refresh once, then give up
-    }
-    result.pod_key = d.rep.pod_key;
-    absl::Status fit = CheckIdsFit(d.rep, offering, d.use, ids, d.held);
-    if (!fit.ok()) {
-      result.outcome = AdmissionOutcome::kRefused;
-      result.status = fit;
-      return result;
-    }
-    result.outcome = AdmissionOutcome::kAllocated;
-    result.status = absl::OkStatus();
-    for (const std::string& id : ids) result.refs.push_back(*offering.Find(id));
-    bookings_.push_back(Booking{d.rep.pod_key, offering.resource(), ids});
+  // Kubelet learns of a binding from its own watch, which may be ahead of the agent's: the
+  // pod being admitted can be missing from the agent's view while another pod, bound
+  // earlier and admitted later (kubelet orders a batch by creation time), waits there for
+  // a different unit. Deciding on that view would give the admitted pod the other pod's
+  // unit, which PreStartContainer then refuses for good (kubelet does not allocate again),
+  // so the pod would neither run nor fail. The decision is therefore made on a fresh list,
+  // a consistent read that holds every binding kubelet can have seen; without one there is
+  // no safe decision.
+  result.refreshed = true;
+  if (absl::Status fresh = Refresh(); !fresh.ok()) {
+    result.outcome = AdmissionOutcome::kRefused;
+    result.status = absl::UnavailableError(absl::StrCat(
+        "cannot list the pods bound to node ", options_.node, " to tell which pod kubelet is ",
+        "admitting for ", offering.resource(), " (", fresh.message(), "); refusing"));
     return result;
   }
+  std::vector<NodePod> pods = pods_->Snapshot();
+  absl::MutexLock lock(&mu_);
+  Decision d = Decide(offering, pods);
+  if (d.outcome != AdmissionOutcome::kAllocated) {
+    result.outcome = d.outcome;
+    result.status = absl::FailedPreconditionError(d.message);
+    return result;
+  }
+  result.pod_key = d.rep.pod_key;
+  absl::Status fit = CheckIdsFit(d.rep, offering, d.use, ids, d.held);
+  if (!fit.ok()) {
+    result.outcome = AdmissionOutcome::kRefused;
+    result.status = fit;
+    return result;
+  }
+  result.outcome = AdmissionOutcome::kAllocated;
+  result.status = absl::OkStatus();
+  for (const std::string& id : ids) result.refs.push_back(*offering.Find(id));
+  bookings_.push_back(Booking{d.rep.pod_key, offering.resource(), ids});
   return result;
 }
 

@@ -7,9 +7,13 @@
 //     and hold fewer IDs of R than they need. Held IDs are what kubelet's pod-resources last
 //     showed, plus the allocations this guard answered since (its book).
 //  2. Pending pods are grouped by equivalence (agent/entitlement.h). Exactly one group: the
-//     call is for one of its pods, and any of them is a right answer. None or several: the
-//     view is refreshed once (a fresh list of the node's pods from the API server and a fresh
-//     pod-resources List, each with a short deadline) and the grouping repeated.
+//     call is for one of its pods, and any of them is a right answer. GetPreferredAllocation
+//     groups the watch's view and, with none or several groups, refreshes once (a fresh list
+//     of the node's pods from the API server and a fresh pod-resources List, each with a
+//     short deadline) and groups again. Allocate always decides on a refreshed view: the
+//     agent's watch may lag kubelet's, and a view that misses the pod being admitted can show
+//     exactly one group of other pods (a fresh list is a consistent read and holds every
+//     binding kubelet can have seen). No fresh list: Allocate refuses.
 //  3. Still none or several: GetPreferredAllocation answers only must_include (kubelet fills
 //     the rest) and Allocate fails with a message naming the candidates: the pod is rejected
 //     visibly (UnexpectedAdmissionError) and recreated by its controller, rather than given
@@ -96,8 +100,9 @@ class AdmissionGuard {
 
   Decision Decide(const ServedOffering& offering, const std::vector<NodePod>& pods) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One refresh of both views (no lock held).
-  void Refresh();
+  // One refresh of both views (no lock held). The status of the pod list: not OK when no
+  // fresh list of the node's pods came within resync_timeout.
+  absl::Status Refresh();
 
   const Catalog* catalog_;
   PodSource* pods_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/admission_guard.h"
@@ -52,7 +53,8 @@ using FixedPodSource = testsupport::FixedPodSource;
 class AgentAdmission : public ::testing::Test {
  protected:
   void StartAgent(const std::string& resources, PluginOptions plugin_options = {}) {
-    kubelet_ = std::make_unique<TestKubelet>(TestKubelet::Options{dir_.path() + "/kubelet", 7});
+    kubelet_ = std::make_unique<TestKubelet>(
+        TestKubelet::Options{dir_.path() + "/kubelet", 7, start_backoff_});
     ASSERT_TRUE(kubelet_->Start().ok());
     auto inv = ParseInventoryJson(kInventory);
     ASSERT_TRUE(inv.ok()) << inv.status();
@@ -120,6 +122,7 @@ class AgentAdmission : public ::testing::Test {
   }
 
   gse::testing::ScratchDir dir_;
+  absl::Duration start_backoff_ = absl::Seconds(10);  // the test kubelet's start retries
   FixedPodSource pods_;
   DeviceHealth health_;
   std::unique_ptr<TestKubelet> kubelet_;
@@ -310,6 +313,90 @@ TEST_F(AgentAdmission, CdiStrategiesNameTheUnit) {
   ASSERT_EQ(c.annotations.size(), 1u);
   EXPECT_EQ(c.annotations.begin()->second, "nvidia.com/gpu=MIG-0002");
   EXPECT_FALSE(ParseDeviceListStrategy("volume-mounts").ok());
+}
+
+// Kubelet's watch can be ahead of the agent's: kubelet admits team-a/p1 (older, so first in
+// its batch) while the agent's watch has delivered only team-b/q1, bound a moment earlier and
+// waiting for unit 1. Deciding on the watch alone gave p1 q1's unit at Allocate; the start
+// check then refused it on every retry, so the pod neither ran nor failed. Allocate decides
+// on a fresh list, sees both pods waiting for different units, and refuses visibly.
+TEST_F(AgentAdmission, PodKubeletSawBeforeTheAgentsWatchIsNotGivenAnotherPodsUnit) {
+  StartAgent(kShared);
+  NodePod q = MakePod("team-b", "q1", kShared, 1, "1");
+  pods_.Put(q);
+  NodePod p = MakePod("team-a", "p1", kShared, 1, "0");
+  p.creation_timestamp = "2026-01-01T00:00:00Z";
+  pods_.PutUnseen(p);
+  AdmitResult r = kubelet_->Admit(KubeletPod(p));
+  ASSERT_FALSE(r.status.ok()) << "p1 was given " << Visible(r);
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("cannot tell which pod kubelet is admitting"));
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("team-a/p1 (unit 0)"));
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("team-b/q1 (unit 1)"));
+  EXPECT_TRUE(kubelet_->AllocatedIds("team-a/p1").empty());
+  // p1's rejection reaches the agent; q1 is admitted on its own unit.
+  p.phase = "Failed";
+  pods_.Put(p);
+  r = kubelet_->Admit(KubeletPod(q));
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Visible(r), "MIG-0001");
+  EXPECT_TRUE(kubelet_->StartContainer("team-b/q1", "main").ok());
+}
+
+// Without a fresh list of the node's pods the agent cannot rule out a pod its watch has not
+// delivered: Allocate refuses, even when the watch shows exactly one waiting pod.
+TEST_F(AgentAdmission, AllocateRefusesWhenTheNodesPodsCannotBeListed) {
+  StartAgent(kShared);
+  NodePod a = MakePod("team-a", "a1", kShared, 1, "0");
+  pods_.Put(a);
+  pods_.SetResyncError(absl::DeadlineExceededError("no fresh list within 2s"));
+  AdmitResult r = kubelet_->Admit(KubeletPod(a));
+  ASSERT_FALSE(r.status.ok()) << Visible(r);
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("cannot list the pods bound to node node-a"));
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("no fresh list within 2s"));
+  EXPECT_TRUE(kubelet_->AllocatedIds("team-a/a1").empty());
+  pods_.SetResyncError(absl::OkStatus());
+  r = kubelet_->Admit(KubeletPod(a));
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Visible(r), "MIG-0000");
+}
+
+// A container start that the agent refuses is retried by kubelet (the test kubelet's retry
+// thread) with the same devices, and runs once the check passes.
+TEST_F(AgentAdmission, RefusedStartIsRetriedWithTheSameDevices) {
+  start_backoff_ = absl::Milliseconds(50);
+  StartAgent(kShared);
+  absl::Mutex mu;
+  std::vector<std::string> outcomes;
+  kubelet_->SetStartListener([&](const std::string& key, const std::string&, const absl::Status& s) {
+    absl::MutexLock lock(&mu);
+    outcomes.push_back(key + (s.ok() ? " ok" : " failed"));
+  });
+  absl::Cleanup forget = [&] { kubelet_->SetStartListener(nullptr); };
+  NodePod a = MakePod("team-a", "a1", kShared, 1, "0");
+  ASSERT_TRUE(BindAndAdmit(a).status.ok());
+  // The annotation names another unit for a while: the start is refused, and retried.
+  a.annotations[std::string(kAnnotationUnit)] = absl::StrCat(kNode, "/", kShared, "/1");
+  pods_.Put(a);
+  ASSERT_FALSE(kubelet_->StartContainer("team-a/a1", "main").ok());
+  EXPECT_THAT(kubelet_->StartsWaiting(), ::testing::ElementsAre("team-a/a1/main"));
+  const std::vector<std::string> ids = kubelet_->AllocatedIds("team-a/a1")["main"];
+  a.annotations[std::string(kAnnotationUnit)] = absl::StrCat(kNode, "/", kShared, "/0");
+  pods_.Put(a);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool started = false;
+  while (!started && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+    absl::MutexLock lock(&mu);
+    started = !outcomes.empty() && outcomes.back() == "team-a/a1 ok";
+  }
+  EXPECT_TRUE(started);
+  EXPECT_TRUE(kubelet_->StartsWaiting().empty());
+  EXPECT_EQ(kubelet_->AllocatedIds("team-a/a1")["main"], ids);  // not allocated again
+  // A pod kubelet did not admit (or killed) does not start, and is not retried.
+  kubelet_->RemovePod("team-a/a1");
+  absl::Status gone = kubelet_->StartContainer("team-a/a1", "main");
+  EXPECT_THAT(std::string(gone.message()), HasSubstr("not admitted on this kubelet"));
+  EXPECT_TRUE(kubelet_->StartsWaiting().empty());
 }
 
 TEST_F(AgentAdmission, PreStartContainerChecksThePodThatKubeletRecorded) {

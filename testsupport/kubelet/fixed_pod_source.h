@@ -1,5 +1,6 @@
 // FixedPodSource: the node's pods as a test or benchmark sets them, for the agent's
-// AdmissionGuard (agent/node_pods.h) without an API server. Resync() only counts calls.
+// AdmissionGuard (agent/node_pods.h) without an API server. Resync() counts calls, delivers
+// the pods put as not yet seen by the watch (PutUnseen), or fails as a test says.
 // Thread-safe: mu_ guards the pods and the counter.
 #ifndef GSE_TESTSUPPORT_KUBELET_FIXED_POD_SOURCE_H_
 #define GSE_TESTSUPPORT_KUBELET_FIXED_POD_SOURCE_H_
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/node_pods.h"
 
@@ -27,7 +29,21 @@ class FixedPodSource : public agent::PodSource {
   absl::Status Resync(absl::Duration) override {
     absl::MutexLock lock(&mu_);
     ++resyncs_;
+    if (!resync_error_.ok()) return resync_error_;
+    for (auto& [key, pod] : unseen_) pods_[key] = std::move(pod);
+    unseen_.clear();
     return absl::OkStatus();
+  }
+  // A pod the API server has but the watch has not delivered yet: Snapshot() shows it after
+  // the next Resync().
+  void PutUnseen(agent::NodePod pod) {
+    absl::MutexLock lock(&mu_);
+    unseen_[pod.Key()] = std::move(pod);
+  }
+  // Resync() answers `error` from now on (OK again with absl::OkStatus()).
+  void SetResyncError(absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    resync_error_ = std::move(error);
   }
   void Put(agent::NodePod pod) {
     absl::MutexLock lock(&mu_);
@@ -49,6 +65,8 @@ class FixedPodSource : public agent::PodSource {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, agent::NodePod> pods_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, agent::NodePod> unseen_ ABSL_GUARDED_BY(mu_);
+  absl::Status resync_error_ ABSL_GUARDED_BY(mu_);
   int resyncs_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
