@@ -217,6 +217,8 @@ class KubeletLoop {
     return t;
   }
 
+  // The record goes into done_ before the phase is written (Settle() reads both) and before
+  // the start, whose retries update it.
   Admission Admit(const PodView& p) {
     const TestPod t = ToTestPod(p);
     Admission a;
@@ -226,22 +228,37 @@ class KubeletLoop {
     a.admitted = r.status.ok();
     if (!a.admitted) {
       a.refusal = std::string(r.status.message());
-      (void)fake_->SetPodPhase(t.namespace_name, t.name, "Failed");
-    } else {
-      auto c = r.containers.find("main");
-      if (c != r.containers.end()) {
-        a.resource = c->second.resource;
-        a.ids = c->second.ids;
-        auto env = c->second.envs.find("NVIDIA_VISIBLE_DEVICES");
-        if (env != c->second.envs.end()) a.visible = env->second;
+      {
+        absl::MutexLock lock(&mu_);
+        done_.push_back(a);
       }
-      absl::Status s = kubelet_->StartContainer(p.key, "main");
-      a.started = s.ok();
-      a.start_error = std::string(s.message());
-      if (a.started) (void)fake_->SetPodPhase(t.namespace_name, t.name, "Running");
+      (void)fake_->SetPodPhase(t.namespace_name, t.name, "Failed");
+      return a;
     }
-    absl::MutexLock lock(&mu_);
-    done_.push_back(a);
+    auto c = r.containers.find("main");
+    if (c != r.containers.end()) {
+      a.resource = c->second.resource;
+      a.ids = c->second.ids;
+      auto env = c->second.envs.find("NVIDIA_VISIBLE_DEVICES");
+      if (env != c->second.envs.end()) a.visible = env->second;
+    }
+    size_t index;
+    {
+      absl::MutexLock lock(&mu_);
+      index = done_.size();
+      done_.push_back(a);
+    }
+    absl::Status s = kubelet_->StartContainer(p.key, "main");
+    {
+      absl::MutexLock lock(&mu_);
+      Admission& rec = done_[index];
+      if (rec.start_retries == 0) {  // a retry may already have answered
+        rec.started = s.ok();
+        rec.start_error = std::string(s.message());
+      }
+      a = rec;
+    }
+    if (s.ok()) (void)fake_->SetPodPhase(t.namespace_name, t.name, "Running");
     return a;
   }
 
