@@ -29,7 +29,11 @@ class FixedPodSource : public agent::PodSource {
   absl::Status Resync(absl::Duration) override {
     absl::MutexLock lock(&mu_);
     ++resyncs_;
-    if (!resync_error_.ok()) return resync_error_;
+    // A deep copy: a copied absl::Status shares its payload with resync_error_, which the test
+    // thread may replace while the caller still reads the message.
+    if (!resync_error_.ok()) {
+      return absl::Status(resync_error_.code(), std::string(resync_error_.message()));
+    }
     for (auto& [key, pod] : unseen_) pods_[key] = std::move(pod);
     unseen_.clear();
     return absl::OkStatus();
