@@ -21,12 +21,13 @@
 #include "agent/node_pods.h"
 #include "agent/pod_resources.h"
 #include "agent/unit_map.h"
+#include "state/assignment.h"
 #include "state/catalog.h"
 
 namespace gse::agent {
 
-// Written by the agent on a pod once kubelet's IDs for it are verified.
-inline constexpr absl::string_view kAnnotationAllocated = "gpu.themelio.io/allocated";
+// Written by the agent on a pod once kubelet's IDs for it are verified:
+// gse::kAnnotationAllocated (state/assignment.h, shared with the extender).
 
 struct AuditFinding {
   std::string pod_key;

@@ -14,10 +14,11 @@
 #include "absl/strings/string_view.h"
 #include "agent/device_health.h"
 #include "agent/unit_map.h"
+#include "state/assignment.h"
 
 namespace gse::agent {
 
-inline constexpr absl::string_view kAnnotationInventory = "gpu.themelio.io/inventory";
+// The annotation is gse::kAnnotationInventory (state/assignment.h, shared with the extender).
 inline constexpr int kPublishedInventoryVersion = 1;
 
 // The annotation value for `units` with the health `health` reports now.

@@ -884,7 +884,11 @@ VerbResult ExtenderService::Bind(std::string body) {
           }
           return absl::FailedPreconditionError(fit.Message(request));
         }
-        absl::StatusOr<Assignment> a = policy_->ChooseUnits(state, request, *node);
+        // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
+        // units are the only choice; else the policy chooses.
+        const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
+        absl::StatusOr<Assignment> a = gate.joinable ? *gate.joinable
+                                                     : policy_->ChooseUnits(state, request, *node);
         if (!a.ok()) {
           fail_outcome = "no_fit";
           return a;

@@ -87,6 +87,7 @@ struct DerivedNode {
   int32_t gpu_count = 0;
   std::vector<std::pair<std::string, std::string>> labels;  // sorted, selector keys only
   std::vector<DerivedOffering> offerings;                    // sorted by id
+  bool agent = false;  // the Node carries the agent's inventory annotation
   uint64_t fingerprint = 0;
 };
 
@@ -149,6 +150,7 @@ uint64_t FingerprintOf(const DerivedNode& d) {
   Fingerprint fp;
   fp.Add(d.product);
   fp.Add(int64_t{d.gpu_count});
+  fp.Add(int64_t{d.agent});
   fp.Add(static_cast<int64_t>(d.labels.size()));
   for (const auto& [k, v] : d.labels) {
     fp.Add(k);
@@ -171,6 +173,7 @@ DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
   const std::string* gpu_product = labels.Find(kGpuProductLabel);
   if (gpu_product != nullptr) d.product = *gpu_product;
   d.gpu_count = static_cast<int32_t>(std::max<int64_t>(0, LabelInt(labels.Find(kGpuCountLabel))));
+  d.agent = node.agent_inventory.has_value();
 
   for (const auto& [resource, milli] : node.allocatable_milli) {
     const Offering* offering = catalog.Find(resource);
@@ -308,6 +311,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   node.removed = false;
   node.gpu_product = std::move(d.product);
   node.gpu_count = d.gpu_count;
+  node.agent = d.agent;
   node.labels.clear();
   for (auto& [k, v] : d.labels) node.labels.emplace(std::move(k), std::move(v));
   node.fingerprint = d.fingerprint;

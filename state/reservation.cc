@@ -53,6 +53,7 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
         absl::StrCat("reserve ", claim.key, ": no project and no namespace"));
   }
   if (absl::Status s = CheckUnitsExist(claim, a); !s.ok()) return s;
+  if (absl::Status s = CheckAgentGate(claim, a); !s.ok()) return s;
   if (absl::Status s = CheckRoom(claim, project_name, a); !s.ok()) return s;
 
   // Every check passed: commit (nothing below can fail).
@@ -64,6 +65,9 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.project = InternProject(project_name);
   rec.assignment = a;
   rec.source = source;
+  // The pod is bound with our annotation now: the node's agent (if any) has to confirm it.
+  rec.awaiting_agent = FindNode(a.node)->agent;  // CheckUnitsExist found the node
+  rec.awaiting_agent_since = absl::Now();
   AddPodRecord(std::move(rec));
   return absl::OkStatus();
 }
