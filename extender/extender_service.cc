@@ -1088,6 +1088,17 @@ std::string ExtenderService::DebugStateJson() const {
           }
           w.Key("draining");
           w.Bool(unit.draining);
+          // The node agent's published inventory (when trusted): the device and its health.
+          if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+            w.Key("uuid");
+            String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
+            w.Key("healthy");
+            w.Bool(!unit.unhealthy);
+          }
+          if (!no->inventory_problem.empty()) {
+            w.Key("inventory_problem");
+            String(w, no->inventory_problem);
+          }
           if (!no->unusable_reason.empty()) {
             w.Key("unusable");
             String(w, no->unusable_reason);

@@ -131,7 +131,7 @@ UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& 
     }
   }
   if (v.mixed) v.owner = kNoProject;
-  const int64_t free = unit.draining ? 0 : int64_t{unit.capacity} - used;
+  const int64_t free = unit.draining || unit.unhealthy ? 0 : int64_t{unit.capacity} - used;
   v.free = static_cast<int32_t>(std::max<int64_t>(0, free));
   return v;
 }

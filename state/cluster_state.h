@@ -82,9 +82,12 @@ struct Unit {
   // share one, else kNoProject. kNoProject when free.
   ProjectId owner = kNoProject;
   bool draining = false;  // beyond the node's advertised count: keeps holders, takes no new
+  // The node agent's published inventory (when trusted, NodeOffering::inventory_problem
+  // empty) says the device is unhealthy: keeps holders, takes no new ones.
+  bool unhealthy = false;
   std::vector<Holding> holders;
 
-  int32_t Free() const { return draining || used >= capacity ? 0 : capacity - used; }
+  int32_t Free() const { return draining || unhealthy || used >= capacity ? 0 : capacity - used; }
   bool Empty() const { return holders.empty(); }
 };
 
@@ -190,6 +193,13 @@ struct NodeOffering {
   // short reason; such units are never chosen.
   std::string unusable_reason;
   std::vector<Unit> units;  // units[i].index == i
+  // From the node agent's gpu.themelio.io/inventory (agent_inventory.h) when it agrees with
+  // allocatable and replicas: units[i]'s device UUID (then advertised_units counts the
+  // published units, unhealthy ones included, and those are Unit::unhealthy). Empty when the
+  // node publishes nothing for the offering, or when it disagrees: then `inventory_problem`
+  // says how, and units come from allocatable alone, as without an agent.
+  std::vector<std::string> unit_uuids;
+  std::string inventory_problem;
 };
 
 struct NodeState {

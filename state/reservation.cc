@@ -113,6 +113,10 @@ absl::Status ClusterState::CheckUnitsExist(const PodClaim& claim, const Assignme
     if (no->units[static_cast<size_t>(index)].draining) {
       return fail("unit ", UnitId(a.node, offering.resource, index), " is draining");
     }
+    if (no->units[static_cast<size_t>(index)].unhealthy) {
+      return fail("unit ", UnitId(a.node, offering.resource, index),
+                  " is unhealthy (the node agent's inventory says so)");
+    }
   }
   switch (offering.sharing) {
     case Sharing::kExclusive:

@@ -53,6 +53,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 #include "state/assignment.h"
 #include "testsupport/fake_apiserver.h"
 #include "testsupport/kubelet/test_kubelet.h"
@@ -879,12 +881,11 @@ TEST_F(AgentEndToEnd, KubeletOfferingAnotherUnitsIdsIsRefused) {
   EXPECT_THAT(Referee(), IsEmpty());
 }
 
-// The agent's side of an unhealthy MIG device: its IDs turn Unhealthy in ListAndWatch (kubelet
-// stops offering them), the Node's published inventory says healthy:false, and a pod
-// annotated with that unit is refused rather than given another slice.
-// NOT asserted here: that the extender stops choosing the unit. The extender does not read
-// gpu.themelio.io/inventory yet (and the test API server has no kubelet lowering the Node's
-// allocatable), so that half of the scenario waits for the extender change.
+// An unhealthy MIG device: its IDs turn Unhealthy in ListAndWatch (kubelet stops offering
+// them), the Node's published inventory says healthy:false, a pod annotated with that unit is
+// refused rather than given another slice, and once kubelet has lowered the Node's
+// allocatable (done here by the test, as the test API server has no kubelet status loop) the
+// extender trusts the inventory, shows the unit's UUID unhealthy and never chooses it.
 TEST_F(AgentEndToEnd, UnhealthyMigDeviceStopsBeingOfferedByTheAgent) {
   Node& a = NodeNamed("gpu-a");
   const std::string broken = MigUuid("gpu-a", 3);
@@ -925,6 +926,34 @@ TEST_F(AgentEndToEnd, UnhealthyMigDeviceStopsBeingOfferedByTheAgent) {
   EXPECT_THAT(a.agent->MetricsText(),
               HasSubstr(absl::StrCat("gse_agent_unhealthy_units{resource=\"", kShared, "\"} 1")));
 
+  // Kubelet's node status: allocatable without the unhealthy slice's 4 tickets.
+  std::optional<std::string> node_json = fake_.Get("nodes", "", "gpu-a");
+  ASSERT_TRUE(node_json.has_value());
+  rapidjson::Document node;
+  node.Parse(node_json->c_str());
+  ASSERT_FALSE(node.HasParseError());
+  node["status"]["allocatable"][kShared].SetString("24", node.GetAllocator());
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
+  node.Accept(writer);
+  ASSERT_TRUE(fake_.Apply("nodes", buf.GetString()).ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto s = http_->Get("/debug/state");
+    return s && s->status == 200 &&
+           s->body.find(absl::StrCat(R"("id":"gpu-a/)", kShared, R"(/3")")) != std::string::npos &&
+           s->body.find(absl::StrCat(R"("uuid":")", broken, R"(","healthy":false)")) != std::string::npos;
+  }, absl::Seconds(30))) << "the extender never showed the unhealthy unit";
+  // Five projects' notebooks onto gpu-a: five slices, none of them the unhealthy one.
+  for (const char* ns : {"team-a", "team-c", "team-d", "team-e", "team-f"}) {
+    const std::string key = CreatePod(ns, "after-broken", kShared);
+    ASSERT_TRUE(Eventually([&] { return Schedule(key, {"gpu-a"}); }, absl::Seconds(60))) << key;
+    Settle();
+    std::optional<std::string> pod = fake_.Get("pods", ns, "after-broken");
+    ASSERT_TRUE(pod.has_value());
+    EXPECT_THAT(*pod, ::testing::Not(HasSubstr(absl::StrCat("gpu-a/", kShared, "/3\""))))
+        << ns << " was placed on the unhealthy slice";
+  }
+  EXPECT_THAT(Referee(), IsEmpty());
 }
 
 }  // namespace
