@@ -57,3 +57,9 @@ if(GSE_SANITIZE STREQUAL "thread")
   # wrapped references against the executable).
   target_link_libraries(gse_sanitizer_support INTERFACE "$<LINK_LIBRARY:WHOLE_ARCHIVE,gse_tsan_absl>")
 endif()
+
+# gRPC and protobuf for kubelet's device plugin and pod-resources APIs (the node agent, agent/).
+# Debian's gRPC 1.51 is built against the same Debian Abseil, so there is one Abseil in the
+# process. gRPCConfig.cmake finds Protobuf (protobuf::libprotobuf, protobuf::protoc) itself.
+find_package(gRPC CONFIG REQUIRED)
+find_program(GSE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -890,7 +890,11 @@ VerbResult ExtenderService::Bind(std::string body) {
           }
           return absl::FailedPreconditionError(fit.Message(request));
         }
-        absl::StatusOr<Assignment> a = policy_->ChooseUnits(state, request, *node);
+        // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
+        // units are the only choice; else the policy chooses.
+        const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
+        absl::StatusOr<Assignment> a = gate.joinable ? *gate.joinable
+                                                     : policy_->ChooseUnits(state, request, *node);
         if (!a.ok()) {
           fail_outcome = "no_fit";
           return a;
@@ -1091,6 +1095,17 @@ std::string ExtenderService::DebugStateJson() const {
           }
           w.Key("draining");
           w.Bool(unit.draining);
+          // The node agent's published inventory (when trusted): the device and its health.
+          if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+            w.Key("uuid");
+            String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
+            w.Key("healthy");
+            w.Bool(!unit.unhealthy);
+          }
+          if (!no->inventory_problem.empty()) {
+            w.Key("inventory_problem");
+            String(w, no->inventory_problem);
+          }
           if (!no->unusable_reason.empty()) {
             w.Key("unusable");
             String(w, no->unusable_reason);

@@ -100,6 +100,11 @@ ABSL_FLAG(absl::Duration, keep_alive_timeout, absl::Seconds(5),
           "(whole seconds, rounded up)");
 ABSL_FLAG(absl::Duration, audit_interval, absl::Seconds(10),
           "how often the mirror gauges and the invariant audit in /metrics are refreshed");
+ABSL_FLAG(absl::Duration, agent_gate_timeout, absl::Seconds(120),
+          "longest wait, counted from the binding, for a node agent to confirm a pod "
+          "(gpu.themelio.io/allocated) before the per-node gate lets pods of other units onto "
+          "that node (docs/agent.md); each such timeout counts in "
+          "gse_agent_gate_timeouts_total");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: serve HTTPS (needs --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(std::string, client_ca, "",
@@ -125,7 +130,7 @@ constexpr int kExitRuntime = 1;
 const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
     "threads",        "max_concurrent_binds", "max_body_bytes", "read_timeout", "write_timeout",
-    "keep_alive_timeout", "audit_interval", "tls_cert",  "tls_key",      "client_ca",
+    "keep_alive_timeout", "audit_interval", "agent_gate_timeout", "tls_cert",  "tls_key",      "client_ca",
     "project_label",  "quota_file",     "default_quota"};
 
 std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
@@ -288,6 +293,7 @@ struct Config {
   MirrorOptions mirror_options;
   HttpServerOptions http;
   absl::Duration audit_interval;
+  absl::Duration agent_gate_timeout;
 };
 
 absl::StatusOr<Config> LoadConfig() {
@@ -322,7 +328,8 @@ absl::StatusOr<Config> LoadConfig() {
       {"--read-timeout", absl::GetFlag(FLAGS_read_timeout)},
       {"--write-timeout", absl::GetFlag(FLAGS_write_timeout)},
       {"--keep-alive-timeout", absl::GetFlag(FLAGS_keep_alive_timeout)},
-      {"--audit-interval", absl::GetFlag(FLAGS_audit_interval)}};
+      {"--audit-interval", absl::GetFlag(FLAGS_audit_interval)},
+      {"--agent-gate-timeout", absl::GetFlag(FLAGS_agent_gate_timeout)}};
   for (const auto& [flag, d] : durations) {
     if (d <= absl::ZeroDuration() || d > absl::Hours(1)) {
       return absl::InvalidArgumentError(
@@ -333,6 +340,7 @@ absl::StatusOr<Config> LoadConfig() {
   c.http.write_timeout = absl::GetFlag(FLAGS_write_timeout);
   c.http.keep_alive_timeout = absl::GetFlag(FLAGS_keep_alive_timeout);
   c.audit_interval = absl::GetFlag(FLAGS_audit_interval);
+  c.agent_gate_timeout = absl::GetFlag(FLAGS_agent_gate_timeout);
   c.http.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   c.http.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   c.http.tls.client_ca_file = absl::GetFlag(FLAGS_client_ca);
@@ -674,6 +682,21 @@ int Run(int argc, char** argv) {
     }
   });
 
+  // The per-node gate's timeout (state/agent_gate.cc): ends the waits that are due, at a
+  // tenth of the timeout (at most every second), so that a wait lasts at most 1.1 timeouts.
+  std::thread agent_gate_thread([&] {
+    const absl::Duration period = std::min(absl::Seconds(1), config->agent_gate_timeout / 10);
+    const auto interval = std::chrono::microseconds(absl::ToInt64Microseconds(period));
+    std::unique_lock<std::mutex> lock(stop_mu);
+    while (!stop_cv.wait_for(lock, interval, [&] { return stopping.load(); })) {
+      lock.unlock();
+      const auto [ended, waiting] = mirror.ExpireAgentWaits(absl::Now(), config->agent_gate_timeout);
+      metrics.ObserveAgentGateTimeouts(ended);
+      metrics.SetAgentGateWaitingPods(waiting);
+      lock.lock();
+    }
+  });
+
   // Once stopped, the server answers the requests in flight. Idle keep-alive connections
   // (kube-scheduler keeps some) would hold the workers until their keep-alive timeout; once
   // nothing is in flight they carry no work, so the process exits without waiting for them.
@@ -703,6 +726,7 @@ int Run(int argc, char** argv) {
     kill(getpid(), SIGTERM);  // wakes the sigwait thread, which stops everything
     signal_thread.join();
     audit_thread.join();
+    agent_gate_thread.join();
     return kExitRuntime;
   }
   const int sig = signal_number.load();
@@ -716,6 +740,7 @@ int Run(int argc, char** argv) {
   }
   signal_thread.join();
   audit_thread.join();
+  agent_gate_thread.join();
   return 0;
 }
 

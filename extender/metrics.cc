@@ -257,6 +257,19 @@ struct ExtenderMetrics::Impl {
           .Name("gse_takeover_requeue_passes_total")
           .Help("Passes of the take-over requeue, by outcome (completed|list_failed|cancelled).")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& gate_timeouts_family =
+      prometheus::BuildCounter()
+          .Name("gse_agent_gate_timeouts_total")
+          .Help("Pods whose wait for their node agent's confirmation (gpu.themelio.io/allocated) "
+                "ended by --agent-gate-timeout instead: the per-node gate let the next pod "
+                "through without it.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& gate_waiting_family =
+      prometheus::BuildGauge()
+          .Name("gse_agent_gate_waiting_pods")
+          .Help("Pods bound with a unit annotation that their node agent has not confirmed yet "
+                "(the per-node gate waits for them), as of the last timeout sweep.")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build_family =
       prometheus::BuildGauge()
           .Name("gse_build_info")
@@ -290,6 +303,8 @@ struct ExtenderMetrics::Impl {
   SeriesCache<prometheus::Counter> requeue_pods{requeue_pods_family, {"outcome"}};
   SeriesCache<prometheus::Counter> requeue_passes{requeue_passes_family, {"outcome"}};
   prometheus::Counter& leaderless = leaderless_family.Add({});
+  prometheus::Counter& gate_timeouts = gate_timeouts_family.Add({});
+  prometheus::Gauge& gate_waiting = gate_waiting_family.Add({});
   prometheus::Gauge& last_leaderless = last_leaderless_family.Add({});
 
   Impl() {
@@ -400,6 +415,14 @@ void ExtenderMetrics::ObserveApiWrite(absl::string_view op, bool sent, absl::Dur
 void ExtenderMetrics::ObserveDriftRepair(absl::string_view kind, int64_t n) {
   if (n <= 0) return;
   impl_->drift_repairs.Get({Bounded(kDriftKinds, kind)}).Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveAgentGateTimeouts(int64_t n) {
+  if (n > 0) impl_->gate_timeouts.Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::SetAgentGateWaitingPods(int64_t n) {
+  impl_->gate_waiting.Set(static_cast<double>(n));
 }
 
 void ExtenderMetrics::SetLastSync(absl::Time when) {

@@ -91,6 +91,10 @@ class ExtenderMetrics {
   // passes by outcome (kRequeuePassOutcomes).
   void ObserveRequeuePods(absl::string_view outcome, int64_t n);
   void ObserveRequeuePasses(absl::string_view outcome, int64_t n);
+  // The node agent's per-node gate (state/agent_gate.cc): waits that ended by the timeout
+  // (--agent-gate-timeout), and the pods awaiting their node's agent now.
+  void ObserveAgentGateTimeouts(int64_t n);
+  void SetAgentGateWaitingPods(int64_t n);
 
   prometheus::Registry& registry();
   // Text exposition format (Content-Type text/plain; version=0.0.4).

@@ -1,9 +1,15 @@
 #include "extender/mirror_metrics.h"
 
 #include <chrono>
+#include <cstdio>
+#include <iterator>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "prometheus/counter.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 
 namespace gse {
 namespace {
@@ -15,7 +21,7 @@ prometheus::Gauge* SingleGauge(prometheus::Registry& registry, const char* name,
 
 }  // namespace
 
-MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirror)
+MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirror, LogSink log)
     : mirror_(mirror),
       units_(prometheus::BuildGauge()
                  .Name("gse_inventory_units")
@@ -73,7 +79,16 @@ MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirro
                    .Name("gse_audit_runs_total")
                    .Help("Independent audits of the mirror run")
                    .Register(registry)
-                   .Add({})) {}
+                   .Add({})),
+      inventory_mismatches_(SingleGauge(
+          registry, "gse_agent_inventory_mismatches",
+          "(node, offering) pairs whose node agent's published inventory "
+          "(gpu.themelio.io/inventory) disagrees with the node's allocatable or replicas: "
+          "not trusted (no UUIDs or health from it)")),
+      log_(log ? std::move(log) : [](const std::string& line) {
+        std::fputs(line.c_str(), stderr);
+        std::fflush(stderr);
+      }) {}
 
 void MirrorMetrics::SetSeries(prometheus::Family<prometheus::Gauge>& family,
                               std::map<LabelKey, prometheus::Gauge*>& current,
@@ -102,6 +117,7 @@ void MirrorMetrics::SetSeries(prometheus::Family<prometheus::Gauge>& family,
 AuditReport MirrorMetrics::Refresh() {
   const auto started = std::chrono::steady_clock::now();
   std::map<LabelKey, double> units, slots, used, project_units, project_quota;
+  std::map<LabelKey, std::string> mismatches;  // (node, resource) -> problem
   AuditReport report = mirror_->Read([&](const ClusterState& state) {
     const Catalog& catalog = state.catalog();
     // Every offering gets all four states (0 when empty) so panels and alerts always have data.
@@ -113,13 +129,16 @@ AuditReport MirrorMetrics::Refresh() {
     for (const auto& [name, node] : state.nodes()) {
       for (const NodeOffering& no : node->offerings) {
         const std::string& resource = catalog.Get(no.offering).resource;
+        if (!no.inventory_problem.empty()) mismatches[{name, resource}] = no.inventory_problem;
         for (const Unit& unit : no.units) {
-          const char* s = unit.draining            ? "draining"
+          const char* s = unit.draining || unit.unhealthy ? "draining"
                           : unit.used == 0         ? "free"
                           : unit.used >= unit.capacity ? "full"
                                                    : "partial";
           units[{resource, s}] += 1;
-          if (!unit.draining && no.unusable_reason.empty()) slots[{resource, ""}] += unit.capacity;
+          if (!unit.draining && !unit.unhealthy && no.unusable_reason.empty()) {
+            slots[{resource, ""}] += unit.capacity;
+          }
           used[{resource, ""}] += unit.used;
         }
       }
@@ -152,7 +171,30 @@ AuditReport MirrorMetrics::Refresh() {
   audit_seconds_->Set(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
+  inventory_mismatches_->Set(static_cast<double>(mismatches.size()));
+
   absl::MutexLock lock(&mu_);
+  for (const auto& [key, problem] : mismatches) {
+    auto it = logged_mismatches_.find(key);
+    if (it != logged_mismatches_.end() && it->second == problem) continue;
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    w.StartObject();
+    for (const auto& [k, v] : {std::pair<const char*, const std::string*>{"node", &key.first},
+                               {"resource", &key.second}, {"problem", &problem}}) {
+      w.Key(k);
+      w.String(v->c_str(), static_cast<rapidjson::SizeType>(v->size()));
+    }
+    w.EndObject();
+    // The fixed fields first, as the other JSON lines of the extender.
+    std::string line = absl::StrCat(R"({"component":"extender","event":"agent_inventory_mismatch",)",
+                                    absl::string_view(buf.GetString() + 1, buf.GetSize() - 1), "\n");
+    log_(line);
+    logged_mismatches_[key] = problem;
+  }
+  for (auto it = logged_mismatches_.begin(); it != logged_mismatches_.end();) {
+    it = mismatches.count(it->first) == 0 ? logged_mismatches_.erase(it) : std::next(it);
+  }
   SetSeries(units_, unit_series_, std::move(units), "offering", "state");
   SetSeries(slots_, slot_series_, std::move(slots), "offering", nullptr);
   SetSeries(slots_used_, slot_used_series_, std::move(used), "offering", nullptr);

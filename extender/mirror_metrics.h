@@ -8,11 +8,17 @@
 // mirror (ClusterState::ApplyPod, HoldingSource::kCharged); gse_mirror_pods{source="charged"}
 // counts them, so an operator sees that someone schedules GPU pods around the extender.
 // Series of projects or offerings that disappear are removed, not left at stale values.
+// Node agents' published inventories that disagree with allocatable (NodeOffering::
+// inventory_problem; the mirror does not trust them) are counted in
+// gse_agent_inventory_mismatches, and each (node, resource) newly flagged, or flagged for
+// another reason, is logged once as a JSON line {"component":"extender",
+// "event":"agent_inventory_mismatch","node":...,"resource":...,"problem":...} to `log`.
 // Thread-safe: Refresh() may run concurrently with scrapes (prometheus-cpp gauges are atomic;
 // the set of series this class manages is guarded by mu_).
 #ifndef GSE_EXTENDER_MIRROR_METRICS_H_
 #define GSE_EXTENDER_MIRROR_METRICS_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -29,7 +35,9 @@ namespace gse {
 
 class MirrorMetrics {
  public:
-  MirrorMetrics(prometheus::Registry& registry, const Mirror* mirror);
+  using LogSink = std::function<void(const std::string& json_line)>;
+  // `log` receives the mismatch lines (default: stderr).
+  MirrorMetrics(prometheus::Registry& registry, const Mirror* mirror, LogSink log = nullptr);
 
   // Reads the mirror (reader lock), runs the audit, updates every gauge. Returns the audit.
   AuditReport Refresh();
@@ -64,6 +72,8 @@ class MirrorMetrics {
   prometheus::Gauge* synced_;
   prometheus::Gauge* leader_;
   prometheus::Counter* audits_;
+  prometheus::Gauge* inventory_mismatches_;
+  LogSink log_;
 
   absl::Mutex mu_;
   std::map<LabelKey, prometheus::Gauge*> unit_series_ ABSL_GUARDED_BY(mu_);
@@ -71,6 +81,8 @@ class MirrorMetrics {
   std::map<LabelKey, prometheus::Gauge*> slot_used_series_ ABSL_GUARDED_BY(mu_);
   std::map<LabelKey, prometheus::Gauge*> project_unit_series_ ABSL_GUARDED_BY(mu_);
   std::map<LabelKey, prometheus::Gauge*> project_quota_series_ ABSL_GUARDED_BY(mu_);
+  // (node, resource) -> the inventory problem last logged for it.
+  std::map<LabelKey, std::string> logged_mismatches_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gse

@@ -712,7 +712,10 @@ absl::Status TransportError(absl::string_view what, httplib::Error error, absl::
 
 absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const std::string& path,
                                               const std::string* body, absl::Duration read_timeout,
-                                              WriteDeadline deadline) {
+                                              WriteDeadline deadline, const char* content_type) {
+  if (content_type == nullptr) {
+    content_type = method == "PATCH" ? kMergePatch : "application/json";
+  }
   std::string what = absl::StrCat(method, " ", path);
   if (body != nullptr) {
     // Throttled before the timeout starts (client-go does the same): a paced write is not a
@@ -744,10 +747,9 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
     std::string full = base_path_ + path;
     absl::Time start = absl::Now();
     httplib::Result r = method == "GET"     ? c->Get(full, headers)
-                        : method == "POST"  ? c->Post(full, headers, *body, "application/json")
-                        : method == "PATCH" ? c->Patch(full, headers, *body,
-                                                       "application/merge-patch+json")
-                                            : c->Put(full, headers, *body, "application/json");
+                        : method == "POST"  ? c->Post(full, headers, *body, content_type)
+                        : method == "PATCH" ? c->Patch(full, headers, *body, content_type)
+                                            : c->Put(full, headers, *body, content_type);
     if (!r) {
       long verify = 0;
       if (auto* ssl = dynamic_cast<httplib::SSLClient*>(c.get())) verify = ssl->get_openssl_verify_result();
@@ -782,6 +784,10 @@ absl::StatusOr<std::string> KubeClient::Post(const std::string& path, const std:
 }
 absl::StatusOr<std::string> KubeClient::Put(const std::string& path, const std::string& body) {
   return Unary("PUT", path, &body, options_.request_timeout);
+}
+absl::StatusOr<std::string> KubeClient::Patch(const std::string& path, const std::string& body,
+                                              const char* content_type) {
+  return Unary("PATCH", path, &body, options_.request_timeout, {}, content_type);
 }
 absl::StatusOr<std::string> KubeClient::GetWithTimeout(const std::string& path,
                                                        absl::Duration timeout) {

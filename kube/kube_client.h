@@ -1,6 +1,6 @@
 // KubeClient: a small Kubernetes REST client (cpp-httplib, HTTPS with CA verification) for the
-// calls the extender makes: paged lists, streaming watches, binding POSTs, Lease get/create/
-// update and merge patches of pods (the take-over requeue).
+// calls the extender and the node agent make: paged lists, streaming watches, binding and Event
+// POSTs, Lease get/create/update and merge PATCHes (the take-over requeue, annotations).
 //
 // Contract:
 //  * Configuration comes from the pod's service account (in-cluster) or a kubeconfig file.
@@ -153,6 +153,11 @@ class KubeClient {
   absl::StatusOr<std::string> Get(const std::string& path);
   absl::StatusOr<std::string> Post(const std::string& path, const std::string& body);
   absl::StatusOr<std::string> Put(const std::string& path, const std::string& body);
+  // PATCH with the given patch type: kMergePatch (RFC 7386) or kStrategicMergePatch.
+  absl::StatusOr<std::string> Patch(const std::string& path, const std::string& body,
+                                    const char* content_type = kMergePatch);
+  static constexpr const char* kMergePatch = "application/merge-patch+json";
+  static constexpr const char* kStrategicMergePatch = "application/strategic-merge-patch+json";
   // Like Get/Post but with a per-call read timeout (bind must answer within kube-scheduler's).
   absl::StatusOr<std::string> GetWithTimeout(const std::string& path, absl::Duration timeout);
   absl::StatusOr<std::string> PostWithTimeout(const std::string& path, const std::string& body,
@@ -199,10 +204,12 @@ class KubeClient {
   absl::Status Init();
   // Builds an httplib client for this server; `read_timeout` for its reads.
   std::unique_ptr<httplib::ClientImpl> NewConnection(absl::Duration read_timeout) const;
-  // `deadline` matters for writes only (reads are not paced).
+  // `deadline` matters for writes only (reads are not paced). `content_type` of the body:
+  // nullptr = application/json, for PATCH kMergePatch.
   absl::StatusOr<std::string> Unary(const std::string& method, const std::string& path,
                                     const std::string* body, absl::Duration read_timeout,
-                                    WriteDeadline deadline = {});
+                                    WriteDeadline deadline = {},
+                                    const char* content_type = nullptr);
   // The current bearer token (re-reads token_file when it changed). `force` re-reads always.
   std::string Token(bool force);
 

@@ -44,7 +44,7 @@ std::string Serialize(const rapidjson::Value& v) {
 const std::map<std::string, std::string>& ReasonLabels() {
   static const auto* m = [] {
     auto* out = new std::map<std::string, std::string>;
-    for (int r = 0; r <= static_cast<int>(FitReason::kAffinityElsewhere); ++r) {
+    for (int r = 0; r < kFitReasonCount; ++r) {
       const FitReason reason = static_cast<FitReason>(r);
       (*out)[std::string(FitReasonText(reason))] = std::string(FitReasonLabel(reason));
     }

@@ -33,6 +33,7 @@ bool NodeFit::unresolvable() const {
     case FitReason::kQuotaExhausted:
     case FitReason::kPodUnresolvable:
     case FitReason::kAffinityElsewhere:
+    case FitReason::kWaitingForAgent:
       return true;
   }
   return true;
@@ -59,6 +60,7 @@ absl::string_view FitReasonText(FitReason reason) {
     case FitReason::kNoUnitWithShares: return "no unit with enough free shares";
     case FitReason::kAffinityElsewhere:
       return "project's own unit has a free ticket on another node";
+    case FitReason::kWaitingForAgent: return "waiting for the node agent";
   }
   return "unknown";
 }
@@ -76,6 +78,7 @@ absl::string_view FitReasonLabel(FitReason reason) {
     case FitReason::kNoFreeTicket: return "no_free_ticket";
     case FitReason::kNoUnitWithShares: return "no_unit_with_shares";
     case FitReason::kAffinityElsewhere: return "affinity_elsewhere";
+    case FitReason::kWaitingForAgent: return "waiting_for_agent";
   }
   return "unknown";
 }
@@ -129,7 +132,7 @@ UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& 
     }
   }
   if (v.mixed) v.owner = kNoProject;
-  const int64_t free = unit.draining ? 0 : int64_t{unit.capacity} - used;
+  const int64_t free = unit.draining || unit.unhealthy ? 0 : int64_t{unit.capacity} - used;
   v.free = static_cast<int32_t>(std::max<int64_t>(0, free));
   return v;
 }
@@ -357,6 +360,28 @@ std::optional<Verdict> RequestVerdict(const ClusterState& state, const PodReques
   return std::nullopt;
 }
 
+// On a node whose agent gate is closed for the offering (RoomRow::agent_gate): the request
+// fits only by joining the waiting group (ClusterState::AgentGateOf), i.e. its unit has room
+// for the request's amount and admits the project; the quota rule is Decide's, with the
+// group's unit as the only room.
+Verdict DecideGated(const ClusterState& state, const Offering& offering, const PodRequest& request,
+                    ProjectId project, const NodeState& node, const NodeOffering& no,
+                    const Headroom& headroom) {
+  const ClusterState::AgentGate gate = state.AgentGateOf(node, offering.id);
+  Verdict waiting;
+  waiting.reason = FitReason::kWaitingForAgent;
+  if (!gate.closed) return Decide(offering, request, RoomFromSummary(no.summary, offering, project), headroom);
+  if (!gate.joinable || gate.joinable->units.size() != 1) return waiting;
+  const int32_t amount = offering.sharing == Sharing::kMps ? static_cast<int32_t>(request.amount) : 1;
+  if (gate.joinable->amount_per_unit != amount) return waiting;
+  const Unit& unit = no.units[static_cast<size_t>(gate.joinable->units.front())];
+  if (!UnitAdmitsProject(unit, offering, project) || unit.Free() < amount) return waiting;
+  Room room;
+  room.owned_with_ticket = offering.sharing == Sharing::kTimeSliced;  // the project's unit
+  room.max_admissible_free = unit.Free();
+  return Decide(offering, request, room, headroom);
+}
+
 // The whole rule for one node. `project` is the request's project as the mirror knows it
 // (kNoProject if never seen); `headroom`, when given, its QuotaHeadroom for the request's
 // offering under `evicted` (the same for every node: FilterNodes computes it once).
@@ -369,6 +394,11 @@ Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId p
   Verdict verdict;
   verdict.reason = StaticCheck(state, offering, node, &no);
   if (verdict.reason != FitReason::kFits) return verdict;
+  if (no->summary.agent_waiting > 0 && node->agent) {
+    return DecideGated(state, offering, request, project, *node, *no,
+                       headroom != nullptr ? *headroom
+                                           : QuotaHeadroom(state, project, offering, evicted));
+  }
   // Without evictions the mirror's summary says it all; preemption overlays the victims.
   const Room room = evicted.empty() ? RoomFromSummary(no->summary, offering, project)
                                     : RoomFromUnits(state, *no, offering, project, evicted);
@@ -451,6 +481,8 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
     Verdict v;
     if (row.availability != Availability::kOpen) {
       v.reason = ReasonOf(row.availability);
+    } else if (row.agent_gate) {
+      v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     } else if (std::optional<Room> room = RoomFromRow(row, offering, project)) {
       v = Decide(offering, request, *room, headroom);
     } else {

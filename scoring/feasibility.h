@@ -34,10 +34,13 @@ enum class FitReason {
   // affinity (I3): the project owns a unit with a free ticket on another candidate node, so
   // opening a new unit here is refused; unresolvable (preemption must not evict for it).
   kAffinityElsewhere,    // "project's own unit has a free ticket on another node"
+  // The node agent's per-node gate (ClusterState::AgentGateOf): pods bound to the node wait
+  // for its agent to confirm other units; transient, and preemption cannot help (unresolvable).
+  kWaitingForAgent,      // "waiting for the node agent"
 };
 
 // The number of FitReason values (arrays indexed by reason).
-inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kAffinityElsewhere) + 1;
+inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kWaitingForAgent) + 1;
 
 struct NodeFit {
   FitReason reason = FitReason::kFits;

@@ -90,7 +90,7 @@ bool SelectorMatches(const Offering& offering, const NodeState& node) {
 
 // Free amount of one unit as the fragmentation model counts it.
 int32_t ModelFree(const Unit& unit, Sharing sharing) {
-  if (unit.draining) return 0;
+  if (unit.draining || unit.unhealthy) return 0;
   switch (sharing) {
     case Sharing::kExclusive:
       return unit.Empty() && unit.Free() >= 1 ? 1 : 0;
@@ -143,7 +143,7 @@ struct FragmentationModel::Impl {
       const OfferingId twin = twin_of[static_cast<size_t>(no.offering)];
       const bool secondary = twin != kNoOffering && !twin_primary[static_cast<size_t>(no.offering)];
       for (const Unit& unit : no.units) {
-        if (unit.draining) continue;
+        if (unit.draining || unit.unhealthy) continue;
         const int32_t free = ModelFree(unit, o.sharing);
         const int32_t cap = o.sharing == Sharing::kExclusive ? 1 : std::max(1, unit.capacity);
         if (secondary) {

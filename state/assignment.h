@@ -36,6 +36,13 @@ inline constexpr absl::string_view kAnnotationAmount = "gpu.themelio.io/amount";
 inline constexpr absl::string_view kAnnotationSharing = "gpu.themelio.io/sharing";
 inline constexpr absl::string_view kAnnotationMigProfile = "gpu.themelio.io/mig-profile";
 inline constexpr absl::string_view kAnnotationProject = "gpu.themelio.io/project";
+// Written by the node agent (docs/agent.md, "Extender cooperation"): on a pod, the device IDs
+// kubelet recorded for its annotated unit(s) once the agent verified them; on a Node, the
+// units the agent serves there (JSON, units[i] is unit i above). The extender reads both: a
+// node carrying the inventory has an agent, whose per-node gate (cluster_state.h) waits for
+// the pod annotation.
+inline constexpr absl::string_view kAnnotationAllocated = "gpu.themelio.io/allocated";
+inline constexpr absl::string_view kAnnotationInventory = "gpu.themelio.io/inventory";
 inline constexpr int kMaxUnitsPerPod = 64;
 inline constexpr int kMaxAmountPerUnit = 1024;
 

@@ -17,17 +17,24 @@
 //    units (allocatable is the truth: the device plugin removes unhealthy devices there; the
 //    `.count` labels only describe). A node whose count shrinks below what is held keeps the
 //    held units, marked draining (no new holders), never drops them silently.
+//  * The node agent's per-node gate (agent_gate.cc, docs/agent.md "Extender cooperation"): on
+//    a node whose Node carries gpu.themelio.io/inventory, the pods bound there that the agent
+//    has not confirmed yet (gpu.themelio.io/allocated) all wait, per offering, for the same
+//    units and amount. Reserve enforces it; filter reads it (AgentGateOf); a wait ends with
+//    the confirmation, a terminal phase, deletion or deletionTimestamp, or ExpireAgentWaits.
 #ifndef GSE_STATE_CLUSTER_STATE_H_
 #define GSE_STATE_CLUSTER_STATE_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -75,9 +82,12 @@ struct Unit {
   // share one, else kNoProject. kNoProject when free.
   ProjectId owner = kNoProject;
   bool draining = false;  // beyond the node's advertised count: keeps holders, takes no new
+  // The node agent's published inventory (when trusted, NodeOffering::inventory_problem
+  // empty) says the device is unhealthy: keeps holders, takes no new ones.
+  bool unhealthy = false;
   std::vector<Holding> holders;
 
-  int32_t Free() const { return draining || used >= capacity ? 0 : capacity - used; }
+  int32_t Free() const { return draining || unhealthy || used >= capacity ? 0 : capacity - used; }
   bool Empty() const { return holders.empty(); }
 };
 
@@ -110,6 +120,9 @@ struct OfferingSummary {
   int32_t max_free = 0;       // largest Free() over all units
   int32_t max_free_empty = 0;  // largest Free() over empty units
   int32_t held_units = 0;     // units with holders
+  // Holdings of pods that await the node agent (PodRecord::awaiting_agent), counted only on
+  // nodes with an agent (NodeState::agent): the per-node gate is closed when > 0.
+  int32_t agent_waiting = 0;
   // The owners of `owned` whose project id is below 64, as bits (bit p: project p), and
   // those of them with a unit with room; `high_owners` says whether any owner is 64 or more.
   // A filter answers "does the project own a unit with room here" from these alone, without
@@ -146,6 +159,7 @@ struct RoomRow {
   Availability availability = Availability::kNodeUnknown;
   bool high_owners = false;  // as OfferingSummary: owners with ids >= 64 need the summary
   bool node_busy = false;    // NodeState::held_units > 0 (any offering)
+  bool agent_gate = false;   // OfferingSummary::agent_waiting > 0: ask AgentGateOf
   int32_t empty_units = 0;
   int32_t max_free = 0;
   int32_t max_free_empty = 0;
@@ -160,7 +174,8 @@ struct RoomRow {
   bool OwnsWithRoom(ProjectId project) const;
   bool operator==(const RoomRow& o) const {
     return availability == o.availability && high_owners == o.high_owners &&
-           node_busy == o.node_busy && empty_units == o.empty_units && max_free == o.max_free &&
+           node_busy == o.node_busy && agent_gate == o.agent_gate &&
+           empty_units == o.empty_units && max_free == o.max_free &&
            max_free_empty == o.max_free_empty && live_units == o.live_units &&
            low_owners == o.low_owners && low_with_room == o.low_with_room;
   }
@@ -178,12 +193,20 @@ struct NodeOffering {
   // short reason; such units are never chosen.
   std::string unusable_reason;
   std::vector<Unit> units;  // units[i].index == i
+  // From the node agent's gpu.themelio.io/inventory (agent_inventory.h) when it agrees with
+  // allocatable and replicas: units[i]'s device UUID (then advertised_units counts the
+  // published units, unhealthy ones included, and those are Unit::unhealthy). Empty when the
+  // node publishes nothing for the offering, or when it disagrees: then `inventory_problem`
+  // says how, and units come from allocatable alone, as without an agent.
+  std::vector<std::string> unit_uuids;
+  std::string inventory_problem;
 };
 
 struct NodeState {
   // (What a filter reads of every candidate comes first: one cache line.)
   std::vector<NodeOffering> offerings;
   bool removed = false;      // node object deleted while units were still held
+  bool agent = false;        // the Node carries gpu.themelio.io/inventory: a node agent runs
   int32_t held_units = 0;    // units with holders over all offerings (derived, like summary)
   int32_t gpu_count = 0;     // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
   uint64_t fingerprint = 0;  // of the fields derived from the Node object
@@ -224,6 +247,15 @@ struct PodRecord {
   // joins the reservation, and a definite "not bound" of one call must not free units that
   // the other's POST may still commit (ReleaseReservation).
   int32_t binds_in_flight = 0;
+  // The per-node gate (agent_gate.cc): the pod holds units by our annotation (or our bind in
+  // flight) on a node that had an agent when the mirror learned of the pod (pods bound before
+  // the agent published its inventory never wait), is not terminating, and the node agent
+  // has not confirmed it (gpu.themelio.io/allocated) since the mirror saw it so at
+  // `awaiting_agent_since`; a wait that ExpireAgentWaits ended stays over
+  // (`agent_wait_expired`) for this pod.
+  bool awaiting_agent = false;
+  bool agent_wait_expired = false;
+  absl::Time awaiting_agent_since = absl::InfinitePast();
 };
 
 struct ProjectState {
@@ -364,6 +396,29 @@ class ClusterState {
   // I1 (capacity), I2 (one owner) and I4 (quota).
   AuditReport Audit() const;
 
+  // ---- the node agent's per-node gate (agent_gate.cc) ----
+  // The gate of one offering on one node, as filter and bind read it.
+  struct AgentGate {
+    bool closed = false;  // pods on the node await its agent for this offering
+    // When closed: the one assignment a new pod may still take, the waiting pods' units and
+    // amount (a time-sliced or MPS offering whose waiting pods all wait for the same); else
+    // nullopt: nothing may be bound there for the offering until the agent confirms.
+    std::optional<Assignment> joinable;
+    std::string waiting_pod;  // namespace/name of one waiting pod (messages)
+  };
+  AgentGate AgentGateOf(const NodeState& node, OfferingId offering) const;
+  // Reserve's gate check: FailedPrecondition naming the waiting pod when the gate of `a`'s
+  // node and offering does not admit `a`.
+  absl::Status CheckAgentGate(const PodClaim& claim, const Assignment& a) const;
+  // Ends the wait of every pod that has awaited the agent for `timeout` or longer at `now`
+  // (the agent may be down, or kubelet never admitted the pod); returns how many.
+  int ExpireAgentWaits(absl::Time now, absl::Duration timeout);
+  // Keeps the waits of pods that `old` (the state before a relist) knew: their start and
+  // whether they expired, so that a relist neither restarts nor reopens a wait.
+  void InheritAgentWaits(const ClusterState& old);
+  // Pods (PodRecord::id) awaiting their node's agent (PodRecord::awaiting_agent).
+  const absl::flat_hash_set<std::string>& agent_waiting_pods() const { return agent_waiting_; }
+
  private:
   friend class cluster_state_internal::Auditor;  // Audit()'s steps (audit.cc)
 
@@ -424,6 +479,11 @@ class ClusterState {
   std::vector<std::vector<RoomRow>> room_rows_;
   uint32_t slot_count_ = 1;
   std::vector<uint32_t> free_slots_;
+  // Records with awaiting_agent set, by id (ExpireAgentWaits scans these, not every pod).
+  absl::flat_hash_set<std::string> agent_waiting_;
+  // Sets rec.awaiting_agent (keeping agent_waiting_ and, on a change, the node's summaries
+  // right); the wait starts at `now` when it was not waiting.
+  void SetAwaitingAgent(PodRecord& rec, bool awaiting, absl::Time now);
   // (project, offering) -> OwnedUnits::with_room summed over open node offerings.
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> owned_with_room_;
 };

@@ -8,6 +8,7 @@
 //                      per-project index of owned units with room
 //   reservation.cc     the commit point: Reserve, Confirm, Release
 //   audit.cc           the independent recount of I1, I2, I4 and of the derived indexes
+//   agent_gate.cc      the node agent's per-node gate: which pods await it, what it admits
 #ifndef GSE_STATE_CLUSTER_STATE_INTERNAL_H_
 #define GSE_STATE_CLUSTER_STATE_INTERNAL_H_
 

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "state/assignment.h"
 #include "state/quantity.h"
 
 namespace gse {
@@ -242,8 +243,27 @@ struct MetaOut {
   std::string* resource_version = nullptr;
   std::map<std::string, std::string>* labels = nullptr;
   std::map<std::string, std::string>* annotations = nullptr;
+  // Only the node agent's inventory annotation (Nodes keep no other annotation).
+  std::optional<std::string>* agent_inventory = nullptr;
   bool* terminating = nullptr;  // deletionTimestamp set
 };
+
+absl::Status ReadAgentInventory(const Value* annotations, const Path& path,
+                                std::optional<std::string>* out) {
+  if (annotations == nullptr) return absl::OkStatus();
+  if (!annotations->IsObject()) return WrongType(path, "an object", *annotations);
+  const auto it = annotations->FindMember(
+      Value(rapidjson::StringRef(kAnnotationInventory.data(), kAnnotationInventory.size())));
+  if (it == annotations->MemberEnd()) return absl::OkStatus();
+  const Path p = path.Key(kAnnotationInventory);
+  if (!it->value.IsString()) return WrongType(p, "a string", it->value);
+  if (it->value.GetStringLength() > kMaxInventoryAnnotationBytes) {
+    return Error(p, absl::StrCat(it->value.GetStringLength(), " bytes, at most ",
+                                 kMaxInventoryAnnotationBytes));
+  }
+  out->emplace(it->value.GetString(), it->value.GetStringLength());
+  return absl::OkStatus();
+}
 
 absl::Status DecodeMeta(const Value* meta, const Path& object_path, const MetaOut& out) {
   const Path path = object_path.Field("metadata");
@@ -281,6 +301,10 @@ absl::Status DecodeMeta(const Value* meta, const Path& object_path, const MetaOu
   if (out.annotations != nullptr) {
     const Path p = path.Field("annotations");
     if (absl::Status s = ReadStringMap(f[5], p, out.annotations); !s.ok()) return s;
+  }
+  if (out.agent_inventory != nullptr) {
+    const Path p = path.Field("annotations");
+    if (absl::Status s = ReadAgentInventory(f[5], p, out.agent_inventory); !s.ok()) return s;
   }
   if (out.terminating != nullptr && f[6] != nullptr) {
     const Path p = path.Field("deletionTimestamp");
@@ -382,6 +406,7 @@ absl::Status DecodeNodeAt(const Value& value, const Path& path, NodeObject* node
   meta.uid = &node->uid;
   meta.resource_version = &node->resource_version;
   meta.labels = &node->labels;
+  meta.agent_inventory = &node->agent_inventory;
   if (absl::Status s = DecodeMeta(sec.metadata, path, meta); !s.ok()) return s;
   if (sec.spec != nullptr) {
     const Path spec_path = path.Field("spec");

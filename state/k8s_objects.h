@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,14 @@ struct NodeObject {
     std::string key, value, effect;
   };
   std::vector<Taint> taints;
+  // The value of the node agent's gpu.themelio.io/inventory annotation (state/assignment.h),
+  // nullopt when the Node carries none (no agent publishes there). The only annotation kept.
+  std::optional<std::string> agent_inventory;
 };
+
+// Longest gpu.themelio.io/inventory value decoded (Kubernetes caps all of an object's
+// annotations together at 256 KiB).
+inline constexpr size_t kMaxInventoryAnnotationBytes = 256 * 1024;
 
 struct ContainerResources {
   std::string name;

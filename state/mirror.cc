@@ -84,6 +84,21 @@ bool CarriedOver(const PodRecord& pod, const ListedPods& listed, absl::Time list
 
 }  // namespace
 
+std::pair<int, int> Mirror::ExpireAgentWaits(absl::Time now, absl::Duration timeout) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    bool due = false;
+    for (const std::string& id : state_.agent_waiting_pods()) {
+      const PodRecord* rec = state_.FindPodById(id);
+      due = due || (rec != nullptr && now - rec->awaiting_agent_since >= timeout);
+    }
+    if (!due) return {0, static_cast<int>(state_.agent_waiting_pods().size())};
+  }
+  absl::MutexLock lock(&mu_);
+  const int ended = state_.ExpireAgentWaits(now, timeout);
+  return {ended, static_cast<int>(state_.agent_waiting_pods().size())};
+}
+
 void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
   std::shared_ptr<const Catalog> catalog;
   MirrorOptions options;
@@ -106,6 +121,7 @@ void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
     // API fact for Audit, never a reason to hand the units out again.
     fresh.CarryOver(pod, state_.project(pod.project).name);
   }
+  fresh.InheritAgentWaits(state_);
   std::swap(state_, fresh);
   // `fresh` now holds the old state; it is destroyed after the lock is released (the lock
   // guard was declared later, so it is destroyed first).

@@ -51,6 +51,10 @@ class Mirror {
   bool ReleaseReservation(absl::string_view pod_id, const Assignment& a);
   void MarkUnconfirmed(absl::string_view pod_id);
 
+  // ClusterState::ExpireAgentWaits under the writer lock (only when a wait is due: the scan
+  // runs under the reader lock). Returns {waits ended, pods still waiting}.
+  std::pair<int, int> ExpireAgentWaits(absl::Time now, absl::Duration timeout);
+
   // Replaces the whole state with one built from `batch` (a relist), listed at `listed_at`
   // (the time the list was requested: everything committed before it shows in the list).
   // Holdings the list cannot show are carried over as they are, without applying admission

@@ -12,6 +12,11 @@
 //    removed; when its Node object arrives the units that it advertises become live again.
 //  * An offering that a node no longer advertises is kept only while held; it is marked by an
 //    empty advertised_name.
+//  * Where a node agent publishes its inventory (gpu.themelio.io/inventory) and it agrees with
+//    allocatable (healthy units = allocatable / replicas, same replicas), the published units
+//    are the units: unit i gets the UUID of the agent's unit i, and unhealthy ones take no new
+//    holders. An inventory that disagrees is flagged (NodeOffering::inventory_problem), not
+//    trusted.
 #include "state/cluster_state.h"
 
 #include <algorithm>
@@ -24,7 +29,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "state/agent_inventory.h"
 #include "state/cluster_state_internal.h"
 
 namespace gse {
@@ -80,6 +87,10 @@ struct DerivedOffering {
   int32_t count = 0;
   int32_t replicas = 1;
   absl::string_view reason;  // one of the kReason* constants, or empty
+  // The node agent's published units, when they agree with allocatable and replicas
+  // (count then is their number); else `inventory_problem` says why they are not used.
+  std::vector<PublishedUnit> published;
+  std::string inventory_problem;
 };
 
 struct DerivedNode {
@@ -87,6 +98,7 @@ struct DerivedNode {
   int32_t gpu_count = 0;
   std::vector<std::pair<std::string, std::string>> labels;  // sorted, selector keys only
   std::vector<DerivedOffering> offerings;                    // sorted by id
+  bool agent = false;  // the Node carries the agent's inventory annotation
   uint64_t fingerprint = 0;
 };
 
@@ -149,6 +161,7 @@ uint64_t FingerprintOf(const DerivedNode& d) {
   Fingerprint fp;
   fp.Add(d.product);
   fp.Add(int64_t{d.gpu_count});
+  fp.Add(int64_t{d.agent});
   fp.Add(static_cast<int64_t>(d.labels.size()));
   for (const auto& [k, v] : d.labels) {
     fp.Add(k);
@@ -161,8 +174,46 @@ uint64_t FingerprintOf(const DerivedNode& d) {
     fp.Add(int64_t{o.count});
     fp.Add(int64_t{o.replicas});
     fp.Add(o.reason);
+    fp.Add(static_cast<int64_t>(o.published.size()));
+    for (const PublishedUnit& u : o.published) {
+      fp.Add(u.uuid);
+      fp.Add(int64_t{u.healthy});
+    }
+    fp.Add(o.inventory_problem);
   }
   return fp.value();
+}
+
+// The node agent's inventory against what allocatable and the labels say: an offering's
+// published units are used when the agent publishes it with the node's replicas and as many
+// healthy units as allocatable advertises (kubelet takes unhealthy devices out of
+// allocatable); otherwise, or when the annotation does not parse, the offering is flagged
+// (inventory_problem) and its units come from allocatable alone.
+void ApplyPublishedInventory(const Catalog& catalog, const std::string& json, DerivedNode& d) {
+  absl::StatusOr<PublishedInventory> inventory = ParsePublishedInventory(json);
+  for (DerivedOffering& o : d.offerings) {
+    if (!inventory.ok()) {
+      o.inventory_problem = std::string(inventory.status().message());
+      continue;
+    }
+    const Offering& offering = catalog.Get(o.id);
+    auto it = inventory->find(offering.resource);
+    if (it == inventory->end()) it = inventory->find(std::string(o.advertised));
+    if (it == inventory->end()) continue;  // the agent does not serve it here
+    const PublishedOffering& p = it->second;
+    int32_t healthy = 0;
+    for (const PublishedUnit& u : p.units) healthy += u.healthy ? 1 : 0;
+    if (p.replicas != o.replicas || healthy != o.count ||
+        p.units.size() > static_cast<size_t>(kMaxUnitsPerNodeOffering)) {
+      o.inventory_problem = absl::StrCat(
+          "the node agent publishes ", p.units.size(), " unit(s) (", healthy, " healthy) x ",
+          p.replicas, " replicas; allocatable and labels say ", o.count, " unit(s) x ",
+          o.replicas, " replicas");
+      continue;
+    }
+    o.published = p.units;
+    o.count = static_cast<int32_t>(p.units.size());
+  }
 }
 
 DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
@@ -171,6 +222,7 @@ DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
   const std::string* gpu_product = labels.Find(kGpuProductLabel);
   if (gpu_product != nullptr) d.product = *gpu_product;
   d.gpu_count = static_cast<int32_t>(std::max<int64_t>(0, LabelInt(labels.Find(kGpuCountLabel))));
+  d.agent = node.agent_inventory.has_value();
 
   for (const auto& [resource, milli] : node.allocatable_milli) {
     const Offering* offering = catalog.Find(resource);
@@ -189,6 +241,7 @@ DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
   }
   std::sort(d.offerings.begin(), d.offerings.end(),
             [](const DerivedOffering& a, const DerivedOffering& b) { return a.id < b.id; });
+  if (node.agent_inventory.has_value()) ApplyPublishedInventory(catalog, *node.agent_inventory, d);
 
   // Scoring checks node selectors; keep only the labels some offering selects on.
   for (const Offering& offering : catalog.offerings()) {
@@ -308,6 +361,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   node.removed = false;
   node.gpu_product = std::move(d.product);
   node.gpu_count = d.gpu_count;
+  node.agent = d.agent;
   node.labels.clear();
   for (auto& [k, v] : d.labels) node.labels.emplace(std::move(k), std::move(v));
   node.fingerprint = d.fingerprint;
@@ -333,6 +387,12 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     no.replicas = o.replicas;
     no.unusable_reason = std::string(o.reason);
     ResizeUnits(no, o.count, o.replicas);
+    no.unit_uuids.clear();
+    for (size_t i = 0; i < no.units.size(); ++i) {
+      no.units[i].unhealthy = i < o.published.size() && !o.published[i].healthy;
+    }
+    for (const PublishedUnit& u : o.published) no.unit_uuids.push_back(u.uuid);
+    no.inventory_problem = o.inventory_problem;
     node.offerings.push_back(std::move(no));
   }
   // Offerings the node stopped advertising: held units stay, draining, until released.

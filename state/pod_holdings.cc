@@ -225,6 +225,16 @@ void ClusterState::ApplyPod(const PodObject& pod) {
       annotated.ok()) {
     project = InternProject(*annotated);
   }
+  // The per-node gate (agent_gate.cc): a pod bound with our annotation to a node with an agent
+  // awaits it until the agent confirms it; a wait that expired stays over for this pod.
+  const absl::Time now = absl::Now();
+  const bool expired = existing != nullptr && existing->agent_wait_expired;
+  const NodeState* node = FindNode(pod.node_name);
+  const bool awaiting = node != nullptr && node->agent && !expired && !pod.terminating &&
+                        pod.annotations.count(std::string(kAnnotationAllocated)) == 0;
+  const absl::Time since = existing != nullptr && existing->awaiting_agent
+                               ? existing->awaiting_agent_since
+                               : now;
   auto record = [&](Assignment a, HoldingSource source) {
     if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
     PodRecord rec;
@@ -235,6 +245,11 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     rec.project = project;
     rec.assignment = std::move(a);
     rec.source = source;
+    rec.agent_wait_expired = expired;
+    if (source != HoldingSource::kCharged && awaiting) {
+      rec.awaiting_agent = true;
+      rec.awaiting_agent_since = since;
+    }
     AddPodRecord(std::move(rec));
   };
 
@@ -243,6 +258,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   if (parsed.ok()) {
     if (existing != nullptr && existing->assignment == *parsed && existing->project == project) {
       existing->source = HoldingSource::kConfirmed;
+      SetAwaitingAgent(*existing, awaiting, now);
       return;
     }
     if (existing != nullptr) Release(id);
@@ -292,7 +308,7 @@ Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId o
     std::vector<std::pair<int, int32_t>> ranked;
     ranked.reserve(no->units.size());
     for (const Unit& u : no->units) {
-      int rank = u.draining ? 3 : u.Empty() ? 0 : u.owner == project ? 1 : 2;
+      int rank = u.draining || u.unhealthy ? 3 : u.Empty() ? 0 : u.owner == project ? 1 : 2;
       ranked.emplace_back(rank, u.index);
     }
     std::sort(ranked.begin(), ranked.end());
@@ -320,6 +336,7 @@ void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project) {
 
 void ClusterState::AddPodRecord(PodRecord rec) {
   ids_by_key_[rec.key].push_back(rec.id);
+  if (rec.awaiting_agent) agent_waiting_.insert(rec.id);
   auto [pos, inserted] = pods_.insert_or_assign(rec.id, std::move(rec));
   AddHolding(pos->second);
 }
@@ -328,6 +345,7 @@ bool ClusterState::Release(absl::string_view pod_id) {
   auto it = pods_.find(pod_id);
   if (it == pods_.end()) return false;
   RemoveHolding(it->second);
+  agent_waiting_.erase(it->second.id);
   auto ids = ids_by_key_.find(it->second.key);
   if (ids != ids_by_key_.end()) {
     auto& v = ids->second;

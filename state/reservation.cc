@@ -52,6 +52,7 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
         absl::StrCat("reserve ", claim.key, ": no project and no namespace"));
   }
   if (absl::Status s = CheckUnitsExist(claim, a); !s.ok()) return s;
+  if (absl::Status s = CheckAgentGate(claim, a); !s.ok()) return s;
   if (absl::Status s = CheckRoom(claim, project_name, a); !s.ok()) return s;
 
   // Every check passed: commit (nothing below can fail).
@@ -64,6 +65,9 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.assignment = a;
   rec.source = source;
   rec.binds_in_flight = source == HoldingSource::kReserved ? 1 : 0;
+  // The pod is bound with our annotation now: the node's agent (if any) has to confirm it.
+  rec.awaiting_agent = FindNode(a.node)->agent;  // CheckUnitsExist found the node
+  rec.awaiting_agent_since = absl::Now();
   AddPodRecord(std::move(rec));
   return absl::OkStatus();
 }
@@ -108,6 +112,10 @@ absl::Status ClusterState::CheckUnitsExist(const PodClaim& claim, const Assignme
   for (int32_t index : a.units) {
     if (no->units[static_cast<size_t>(index)].draining) {
       return fail("unit ", UnitId(a.node, offering.resource, index), " is draining");
+    }
+    if (no->units[static_cast<size_t>(index)].unhealthy) {
+      return fail("unit ", UnitId(a.node, offering.resource, index),
+                  " is unhealthy (the node agent's inventory says so)");
     }
   }
   switch (offering.sharing) {

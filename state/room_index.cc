@@ -54,7 +54,7 @@ bool OfferingSummary::operator==(const OfferingSummary& o) const {
          empty_units == o.empty_units && max_free == o.max_free &&
          max_free_empty == o.max_free_empty && held_units == o.held_units && owned == o.owned &&
          low_owners == o.low_owners && low_with_room == o.low_with_room &&
-         high_owners == o.high_owners;
+         high_owners == o.high_owners && agent_waiting == o.agent_waiting;
 }
 
 Availability ClusterState::AvailabilityOf(const NodeState& node, const NodeOffering& no) const {
@@ -74,6 +74,7 @@ std::vector<RoomRow> ClusterState::RoomRowsOf(const NodeState& node) const {
     row.availability = AvailabilityOf(node, no);
     row.high_owners = no.summary.high_owners;
     row.node_busy = node.held_units > 0;
+    row.agent_gate = no.summary.agent_waiting > 0;
     row.empty_units = no.summary.empty_units;
     row.max_free = no.summary.max_free;
     row.max_free_empty = no.summary.max_free_empty;
@@ -105,7 +106,7 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
   for (const Unit& unit : no.units) {
     const int32_t free = unit.Free();
     s.max_free = std::max(s.max_free, free);
-    if (!unit.draining) {
+    if (!unit.draining && !unit.unhealthy) {
       ++s.live_units;
       s.live_capacity += unit.capacity;
     }
@@ -115,6 +116,12 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
       continue;
     }
     ++s.held_units;
+    if (node.agent) {
+      for (const Holding& h : unit.holders) {
+        auto rec = pods_.find(h.pod_id);
+        if (rec != pods_.end() && rec->second.awaiting_agent) ++s.agent_waiting;
+      }
+    }
     if (unit.owner == kNoProject) continue;
     auto pos = std::lower_bound(s.owned.begin(), s.owned.end(), unit.owner,
                                 [](const OwnedUnits& o, ProjectId p) { return o.project < p; });

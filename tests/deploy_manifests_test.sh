@@ -175,6 +175,30 @@ if ((node_rc != 0 && n_fail == 0)); then
   fail "tests/deploy/validate.js ran" "exit $node_rc: $(tail -5 "$work/validate.err")"
 fi
 
+# ---- the node agent's DaemonSet arguments, with the real binary --------------------------------
+# validate.js checks the flag names; here the agent itself checks the values. With the
+# DaemonSet's arguments (and NODE_NAME as the DaemonSet sets it) it must pass every flag check
+# and stop only at the first thing this machine lacks: NVML (given a path that surely is absent).
+agent_bin="${GSE_BIN_DIR:-build/bin}/gpu-slice-agent"
+check_name="gpu-slice-agent accepts the arguments of the rendered DaemonSet (deploy/overlays/agent)"
+if [[ ! -x "$agent_bin" ]]; then
+  fail "$check_name" "no binary at $agent_bin: build the gpu-slice-agent target (or set GSE_BIN_DIR)"
+elif [[ ! -f "$work/rendered/agent.yaml" ]]; then
+  fail "$check_name" "deploy/overlays/agent did not render"
+else
+  mapfile -t ds_args < <(NODE_PATH=tests/deploy/node_modules node -e '
+    const YAML = require("yaml");
+    const docs = YAML.parseAllDocuments(require("fs").readFileSync(process.argv[1], "utf8")).map((d) => d.toJS());
+    const ds = docs.find((o) => o && o.kind === "DaemonSet" && o.metadata.name === "gpu-slice-agent");
+    for (const a of ds.spec.template.spec.containers[0].args) console.log(a);' "$work/rendered/agent.yaml")
+  out=$(NODE_NAME=gpu-node-1 "$agent_bin" "${ds_args[@]}" --nvml-library=/nonexistent/libnvidia-ml.so.1 2>&1); rc=$?
+  if ((rc == 2 && ${#ds_args[@]} > 0)) && grep -Fq -- "--nvml-library: NVML library /nonexistent/libnvidia-ml.so.1 cannot be loaded" <<<"$out"; then
+    pass "$check_name"
+  else
+    fail "$check_name" "exit $rc with ${#ds_args[@]} argument(s): $(head -3 <<<"$out" | tr '\n' '|')"
+  fi
+fi
+
 # ---- Dockerfile ------------------------------------------------------------------------------
 # Static checks here; tests/image_check.sh (GSE_TEST_VARIANTS=image) builds and runs the images.
 df=Dockerfile
@@ -208,14 +232,23 @@ if [[ "$(echo "$stages" | head -1)" =~ ^FROM\ debian:bookworm\ AS\ build$ ]] &&
 else
   fail "Dockerfile stages: debian:bookworm build, runtime stages from scratch" "$(echo "$stages" | tr '\n' ';')"
 fi
-if grep -Eq '^RUN bash scripts/collect-runtime\.sh /runtime/extender build/bin/gpu-slice-extender( |$)' "$work/Dockerfile.joined" &&
-   grep -Eq '^COPY --from=build /runtime/extender/ /$' "$work/Dockerfile.joined" &&
-   [[ "$(awk '/^FROM scratch AS extender$/{s=1} s && /^ENTRYPOINT /{print; exit}' "$work/Dockerfile.joined")" == 'ENTRYPOINT ["/usr/local/bin/gpu-slice-extender"]' ]]; then
-  pass "Dockerfile's extender stage holds the collected runtime root and runs /usr/local/bin/gpu-slice-extender"
-else
-  fail "Dockerfile's extender stage holds the collected runtime root and runs /usr/local/bin/gpu-slice-extender" \
-    "$(grep -E '^(RUN bash scripts/collect|COPY --from|ENTRYPOINT)' "$work/Dockerfile.joined" | tr '\n' ';')"
-fi
+# check_stage STAGE BINARY: the build stage builds and collects build/bin/BINARY into
+# /runtime/STAGE, and the runtime stage STAGE holds that root and runs /usr/local/bin/BINARY
+# (scripts/image.sh builds an image for each of these stages).
+check_stage() {
+  local stage="$1" binary="$2"
+  local name="Dockerfile's $stage stage holds the collected runtime root and runs /usr/local/bin/$binary"
+  if grep -Eq "^RUN cmake .* --target ([a-z-]+ )*$binary( |\$)" "$work/Dockerfile.joined" &&
+     grep -Eq "^RUN bash scripts/collect-runtime\.sh /runtime/$stage build/bin/$binary( |\$)" "$work/Dockerfile.joined" &&
+     grep -Eq "^COPY --from=build /runtime/$stage/ /\$" "$work/Dockerfile.joined" &&
+     [[ "$(awk -v s="FROM scratch AS $stage" '$0 == s {f=1; next} /^FROM /{f=0} f && /^ENTRYPOINT /{print; exit}' "$work/Dockerfile.joined")" == "ENTRYPOINT [\"/usr/local/bin/$binary\"]" ]]; then
+    pass "$name"
+  else
+    fail "$name" "$(grep -E '^(RUN cmake|RUN bash scripts/collect|FROM|COPY --from|ENTRYPOINT)' "$work/Dockerfile.joined" | tr '\n' ';')"
+  fi
+}
+check_stage extender gpu-slice-extender
+check_stage agent gpu-slice-agent
 users=$(awk '/^FROM scratch AS /{s=$4} /^USER /{print s, $2}' "$work/Dockerfile.joined")
 if [[ -n "$users" ]] && ! grep -qvE ' 65532:65532$' <<<"$users"; then
   pass "every runtime stage runs as USER 65532:65532 (the manifests' runAsUser/runAsGroup)"
@@ -241,23 +274,30 @@ else
   fail "Dockerfile COPYs exist and cover what CMakeLists.txt reads" "missing in the tree: ${missing_src[*]:-none}; not copied: ${missing_copy[*]:-none}"
 fi
 
-# The runtime root that the image's last stage copies is enough to run the binary: collect it
-# from this build with the image's own script and run the binary inside it (chroot, as root;
-# an unprivileged user namespace otherwise). ctest sets GSE_BIN_DIR.
-bin="${GSE_BIN_DIR:?set GSE_BIN_DIR to the bin directory of a build tree}/gpu-slice-extender"
-root="$work/runtime-root"
-if [[ ! -x "$bin" ]]; then
-  fail "the image's runtime root runs the binary" "no built binary at $bin"
-elif ! bash scripts/collect-runtime.sh "$root" "$bin" --extra /bin/sleep 2>"$work/collect.err"; then
-  fail "the image's runtime root runs the binary" "collect-runtime.sh: $(cat "$work/collect.err")"
-else
-  if [[ $(id -u) -eq 0 ]]; then chroot_cmd=(chroot "$root"); else chroot_cmd=(unshare --user --map-root-user chroot "$root"); fi
-  if out=$("${chroot_cmd[@]}" /usr/local/bin/gpu-slice-extender --version 2>&1) &&
-     "${chroot_cmd[@]}" /bin/sleep 0 2>/dev/null && [[ ! -e "$root/bin/sh" ]]; then
-    pass "the image's runtime root (collect-runtime.sh, $(find "$root" -type f | wc -l) files) runs the binary: $out"
-  else
-    fail "the image's runtime root runs the binary" "${out:-/bin/sleep or shell check failed}"
+# The runtime roots that the images' last stages copy are enough to run the binaries: collect
+# each from this build with the image's own script and run the binary inside it (chroot, as
+# root; an unprivileged user namespace otherwise). ctest sets GSE_BIN_DIR.
+# check_runtime_root BINARY [--extra PATH...]
+check_runtime_root() {
+  local binary="$1"; shift
+  local bin="${GSE_BIN_DIR:?set GSE_BIN_DIR to the bin directory of a build tree}/$binary"
+  local root="$work/runtime-root-$binary" name="the $binary image's runtime root runs the binary"
+  local -a chroot_cmd
+  if [[ ! -x "$bin" ]]; then
+    fail "$name" "no built binary at $bin"; return
+  elif ! bash scripts/collect-runtime.sh "$root" "$bin" "$@" 2>"$work/collect.err"; then
+    fail "$name" "collect-runtime.sh: $(cat "$work/collect.err")"; return
   fi
-fi
+  if [[ $(id -u) -eq 0 ]]; then chroot_cmd=(chroot "$root"); else chroot_cmd=(unshare --user --map-root-user chroot "$root"); fi
+  local out
+  if out=$("${chroot_cmd[@]}" "/usr/local/bin/$binary" --version 2>&1) && [[ ! -e "$root/bin/sh" ]] &&
+     { [[ "$*" != *"/bin/sleep"* ]] || "${chroot_cmd[@]}" /bin/sleep 0 2>/dev/null; }; then
+    pass "$name (collect-runtime.sh, $(find "$root" -type f | wc -l) files): $out"
+  else
+    fail "$name" "${out:-/bin/sleep or shell check failed}"
+  fi
+}
+check_runtime_root gpu-slice-extender --extra /bin/sleep
+check_runtime_root gpu-slice-agent
 
 finish

@@ -11,6 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 #include "testsupport/paths.h"
 
 namespace gse {
@@ -816,6 +818,40 @@ TEST(ParseWatchEventLineTest, CapturedLinesParseAndBrokenLinesNameTheOffsetOrFie
   EXPECT_EQ(ErrorOf(ParseWatchEventLine(R"({"type":"ADDED","object":[]})", doc, &type)),
             "watch event: object: missing (or not an object)");
   EXPECT_EQ(ErrorOf(ParseWatchEventLine("[]", doc, &type)), "watch event: must be an object");
+}
+
+// The node agent's inventory (docs/agent.md, "Published inventory") is the one annotation a
+// Node keeps: its presence tells the mirror that an agent serves the node (the per-node gate).
+TEST(NodeAgentInventoryTest, KeptVerbatimWhenPresent) {
+  const std::string value = R"({"version":1,"resources":{}})";
+  rapidjson::StringBuffer escaped;
+  rapidjson::Writer<rapidjson::StringBuffer> w(escaped);
+  w.String(value.c_str());
+  absl::StatusOr<NodeObject> with = NodeFromJson(absl::StrCat(
+      R"({"metadata":{"name":"n1","annotations":{"other":"x","gpu.themelio.io/inventory":)",
+      escaped.GetString(), "}}}"));
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(with->agent_inventory.has_value());
+  EXPECT_EQ(*with->agent_inventory, value);
+  absl::StatusOr<NodeObject> without =
+      NodeFromJson(R"({"metadata":{"name":"n1","annotations":{"other":"x"}}})");
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->agent_inventory.has_value());
+}
+
+TEST(NodeAgentInventoryTest, HostileValuesNameTheAnnotation) {
+  EXPECT_EQ(ErrorOf(NodeFromJson(
+                R"({"metadata":{"name":"n1","annotations":{"gpu.themelio.io/inventory":{}}}})")),
+            R"(Node.metadata.annotations["gpu.themelio.io/inventory"]: expected a string, got an object)");
+  EXPECT_EQ(ErrorOf(NodeFromJson(R"({"metadata":{"name":"n1","annotations":[]}})")),
+            "Node.metadata.annotations: expected an object, got an array");
+  const std::string huge(kMaxInventoryAnnotationBytes + 1, 'x');
+  EXPECT_EQ(ErrorOf(NodeFromJson(absl::StrCat(
+                R"({"metadata":{"name":"n1","annotations":{"gpu.themelio.io/inventory":")", huge,
+                R"("}}})"))),
+            absl::StrCat(R"(Node.metadata.annotations["gpu.themelio.io/inventory"]: )",
+                         kMaxInventoryAnnotationBytes + 1, " bytes, at most ",
+                         kMaxInventoryAnnotationBytes));
 }
 
 }  // namespace

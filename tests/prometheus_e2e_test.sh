@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The monitoring artefacts against a real Prometheus scraping a real extender under load
-# (issue 5): every PromQL expression of deploy/grafana/gpu-slice-extender.json and of
-# deploy/prometheus/alerts.yaml must run without error and return data.
+# (issue 5) and a node agent (issue 15): every PromQL expression of
+# deploy/grafana/gpu-slice-extender.json and of deploy/prometheus/alerts.yaml must run without
+# error and return data.
 #
 #   bash tests/prometheus_e2e_test.sh                          (binaries from build/bin)
 #   GSE_BIN_DIR=build-x/bin bash tests/prometheus_e2e_test.sh   (from another build)
@@ -9,7 +10,9 @@
 # Steps:
 #  1. perf/http_load writes a 100-node cluster with six projects and their quotas; the
 #     extender (gpu-slice-extender) serves it on a free loopback port, --audit-interval=1s.
-#  2. Prometheus (the Debian package, as scripts/setup.sh installs it) scrapes it every second
+#     A node agent (gpu-slice-agent, --inventory of two GPUs, no kubelet and no reachable API
+#     server: it serves its metrics from the start, all at zero) on another free port.
+#  2. Prometheus (the Debian package, as scripts/setup.sh installs it) scrapes both every second
 #     and evaluates alerts.yaml; the first scrape is awaited (target discovery takes ~5 s).
 #  3. http_load drives ~300 pods through filter -> prioritize -> bind over HTTP for 4 s
 #     (time-sliced pods of several projects with affinity placements and spills, quota
@@ -57,11 +60,12 @@ finish() {
 }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/gse-prom-e2e.XXXXXX")"
-extender_pid="" prometheus_pid=""
+extender_pid="" prometheus_pid="" agent_pid=""
 cleanup() {
   # Only the processes this script started, by PID.
   [[ -n "$prometheus_pid" ]] && kill "$prometheus_pid" 2>/dev/null && wait "$prometheus_pid" 2>/dev/null
   [[ -n "$extender_pid" ]] && kill "$extender_pid" 2>/dev/null && wait "$extender_pid" 2>/dev/null
+  [[ -n "$agent_pid" ]] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -70,8 +74,8 @@ trap cleanup EXIT
 for tool in prometheus promtool node curl; do
   command -v "$tool" >/dev/null || { fail "tool $tool on PATH" "missing (scripts/setup.sh installs it)"; finish; }
 done
-for b in gpu-slice-extender http_load; do
-  [[ -x "$BIN/$b" ]] || { fail "binary $BIN/$b" "missing: build the targets gpu-slice-extender and http_load (or set GSE_BIN_DIR)"; finish; }
+for b in gpu-slice-extender gpu-slice-agent http_load; do
+  [[ -x "$BIN/$b" ]] || { fail "binary $BIN/$b" "missing: build the targets gpu-slice-extender, gpu-slice-agent and http_load (or set GSE_BIN_DIR)"; finish; }
 done
 if [[ ! -d tests/deploy/node_modules/yaml ]]; then
   (cd tests/deploy && npm ci --silent --no-audit --no-fund >"$work/npm.log" 2>&1) ||
@@ -94,8 +98,45 @@ done
 [[ -n "$ext_port" ]] || { fail "extender starts" "$(tail -5 "$work/extender.err")"; finish; }
 pass "extender serves on 127.0.0.1:$ext_port (pid $extender_pid)"
 
-# ---- 2. Prometheus ---------------------------------------------------------------------------
+# ---- 1b. a node agent ------------------------------------------------------------------------
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+mkdir -p "$work/device-plugins"
+cat >"$work/inventory.json" <<'JSON'
+{"gpus": [{"index": 0, "uuid": "GPU-prom-0", "product": "NVIDIA A100-SXM4-40GB", "memoryMiB": 40960,
+           "migEnabled": true, "migDevices": [
+             {"uuid": "MIG-prom-0", "profile": "1g.5gb", "memoryMiB": 4864, "placementStart": 0},
+             {"uuid": "MIG-prom-1", "profile": "1g.5gb", "memoryMiB": 4864, "placementStart": 1}]},
+          {"index": 1, "uuid": "GPU-prom-1", "product": "NVIDIA A100-SXM4-40GB", "memoryMiB": 40960}]}
+JSON
+# An API server that is not there (port 9, discard): the agent retries its list in the background.
+cat >"$work/agent-kubeconfig" <<'YAML'
+apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "http://127.0.0.1:9"}}]
+users: [{name: none, user: {token: none}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+YAML
+agent_port=""
+for _ in 1 2 3 4 5; do
+  p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+  port_free "$p" && { agent_port=$p; break; }
+done
+"$BIN/gpu-slice-agent" --node-name=prom-e2e --resources=nvidia.com/mig-1g.5gb.shared,nvidia.com/gpu \
+  --inventory="$work/inventory.json" --kubeconfig="$work/agent-kubeconfig" \
+  --device-plugin-dir="$work/device-plugins" --pod-resources-socket="$work/no-kubelet.sock" \
+  --listen="127.0.0.1:$agent_port" 2>"$work/agent.err" &
+agent_pid=$!
+agent_up=""
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$agent_port/metrics" >/dev/null 2>&1 && { agent_up=1; break; }
+  kill -0 "$agent_pid" 2>/dev/null || break
+  sleep 0.1
+done
+[[ -n "$agent_up" ]] || { fail "agent starts" "$(tail -5 "$work/agent.err")"; finish; }
+pass "agent serves /metrics on 127.0.0.1:$agent_port (pid $agent_pid)"
+
+# ---- 2. Prometheus ---------------------------------------------------------------------------
 prom_port=""
 for _ in 1 2 3 4 5; do
   p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
@@ -111,6 +152,9 @@ scrape_configs:
 - job_name: gpu-slice-extender
   static_configs:
   - targets: ['127.0.0.1:$ext_port']
+- job_name: gpu-slice-agent
+  static_configs:
+  - targets: ['127.0.0.1:$agent_port']
 EOF
   prometheus --config.file="$work/prometheus.yml" --web.listen-address="127.0.0.1:$p" \
     --storage.tsdb.path="$work/tsdb" --log.level=warn 2>"$work/prometheus.err" &
@@ -140,6 +184,13 @@ for _ in $(seq 1 40); do  # ~20 s: discovery runs every 5 s, then the first 1 s 
 done
 [[ -n "$scraped" ]] || { fail "first scrape of the extender" "no gse_build_info after 20 s"; finish; }
 pass "Prometheus scrapes the extender"
+scraped=""
+for _ in $(seq 1 40); do
+  [[ "$(prom_scalar 'sum(gse_agent_units)')" == "3" ]] && { scraped=1; break; }
+  sleep 0.5
+done
+[[ -n "$scraped" ]] && pass "Prometheus scrapes the agent (3 units advertised)" ||
+  fail "first scrape of the agent" "sum(gse_agent_units) = $(prom_scalar 'sum(gse_agent_units)'), want 3"
 
 # ---- 3. the load -----------------------------------------------------------------------------
 if "$BIN/http_load" --extender="http://127.0.0.1:$ext_port" --duration=4s >"$work/tally.txt" 2>"$work/load.err"; then
@@ -279,6 +330,13 @@ if out=$(promtool check metrics <"$work/metrics.txt" 2>&1) && [[ -z "$out" ]]; t
 else
   fail "promtool check metrics" "$out"
 fi
+curl -s "http://127.0.0.1:$agent_port/metrics" >"$work/agent-metrics.txt"
+series=$(grep -vc '^#' "$work/agent-metrics.txt")
+if out=$(promtool check metrics <"$work/agent-metrics.txt" 2>&1) && [[ -z "$out" ]]; then
+  pass "promtool check metrics (agent): clean ($series series in the scrape)"
+else
+  fail "promtool check metrics (agent)" "$out"
+fi
 
 # ---- 6. the decision log and a clean stop -----------------------------------------------------
 log_lines=$(grep -c '"event":"bind"' "$work/extender.err")
@@ -293,4 +351,8 @@ kill -TERM "$extender_pid"
 wait "$extender_pid"; rc=$?
 extender_pid=""
 [[ $rc == 0 ]] && pass "extender stops with exit 0 on SIGTERM" || fail "extender stop" "exit $rc"
+kill -TERM "$agent_pid"
+wait "$agent_pid"; rc=$?
+agent_pid=""
+[[ $rc == 0 ]] && pass "agent stops with exit 0 on SIGTERM" || fail "agent stop" "exit $rc: $(tail -3 "$work/agent.err")"
 finish

@@ -179,13 +179,17 @@ absl::StatusOr<std::vector<FieldTerm>> ParseFieldSelector(absl::string_view text
   return terms;
 }
 
+// `item` is an object, or a watch event line {"type":..,"object":{..}}.
 bool FieldsMatch(absl::string_view item, const std::vector<FieldTerm>& terms) {
   if (terms.empty()) return true;
   Doc doc;
   doc.Parse(item.data(), item.size());
+  if (doc.HasParseError() || !doc.IsObject()) return false;
+  const rapidjson::Value* obj = doc.HasMember("object") ? Member(doc, "object") : &doc;
+  if (obj == nullptr) return false;
   for (const FieldTerm& t : terms) {
     const size_t dot = t.field.find('.');
-    const rapidjson::Value* section = Member(doc, t.field.substr(0, dot).c_str());
+    const rapidjson::Value* section = Member(*obj, t.field.substr(0, dot).c_str());
     const std::string value = section ? Str(*section, t.field.substr(dot + 1).c_str()) : "";
     if ((value == t.value) != t.equal) return false;
   }
@@ -806,6 +810,10 @@ void FakeApiServer::Route(const Exchange& ex) {
       }
       return;
     }
+    if (n == 5 && p[3] == "nodes" && method == "PATCH") {
+      ServeNodePatch(ex, p[4]);
+      return;
+    }
     if (n == 5 && (p[3] == "nodes" || p[3] == "namespaces")) {
       ServeObject(ex, p[3], "", p[4]);
       return;
@@ -833,6 +841,10 @@ void FakeApiServer::Route(const Exchange& ex) {
           return;
         }
         ex.Reply(201, objects_["pods"][absl::StrCat(ns, "/", name)].full);
+        return;
+      }
+      if (n == 6 && method == "POST" && resource == "events") {
+        ServeEventCreate(ex, ns);
         return;
       }
       if (n == 8 && resource == "pods" && p[7] == "binding" && method == "POST") {
@@ -925,12 +937,18 @@ void FakeApiServer::ServePodPatch(const Exchange& ex, const std::string& ns,
   const std::string uid = Str(doc["metadata"], "uid");
   const std::string before = it->second.item;
   MergePatch(doc, doc, patch);
-  if (Str(doc["metadata"], "uid") != uid || Str(doc["metadata"], "name") != name ||
-      Str(doc["metadata"], "namespace") != ns) {
-    ex.Reply(422, StatusBody(422, "Invalid",
-                             absl::StrCat("Pod \"", name, "\" is invalid: metadata: field is immutable"),
-                             name, "Pod"));
-    return;
+  for (const char* field : {"uid", "name", "namespace"}) {
+    const std::string want = std::string(field) == "uid"    ? uid
+                             : std::string(field) == "name" ? name
+                                                            : ns;
+    if (Str(doc["metadata"], field) != want) {
+      ex.Reply(422, StatusBody(422, "Invalid",
+                               absl::StrCat("Pod \"", name, "\" is invalid: metadata.", field,
+                                            ": Invalid value: \"", Str(doc["metadata"], field),
+                                            "\": field is immutable"),
+                               name, "Pod"));
+      return;
+    }
   }
   SetStr(doc, doc["metadata"], "resourceVersion", absl::StrCat(it->second.rv));
   doc.RemoveMember("kind");
@@ -1036,6 +1054,17 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
   }
   const std::string rv_param = ex.req->get_param_value("resourceVersion");
   const std::string bm = ex.req->get_param_value("allowWatchBookmarks");
+  absl::StatusOr<std::vector<FieldTerm>> fields =
+      ParseFieldSelector(ex.req->get_param_value("fieldSelector"));
+  if (fields.ok() && !fields->empty() && resource != "pods") {
+    fields = absl::InvalidArgumentError(
+        absl::StrCat("field label not supported: ", fields->front().field));
+  }
+  if (!fields.ok()) {
+    ex.Reply(400, StatusBody(400, "BadRequest", fields.status().message()));
+    return;
+  }
+  auto selector = std::make_shared<const std::vector<FieldTerm>>(*std::move(fields));
   state->bookmarks = bm == "true" || bm == "1";
   const absl::Time now = absl::Now();
   state->end = now + absl::Seconds(timeout_s);
@@ -1056,7 +1085,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
   }
   ex.res->set_chunked_content_provider(
       "application/json",
-      [this, state, resource](size_t, httplib::DataSink& sink) -> bool {
+      [this, state, resource, selector](size_t, httplib::DataSink& sink) -> bool {
         std::vector<std::string> lines;
         bool finish = false;
         bool cut = false;
@@ -1095,7 +1124,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
                                             [](int64_t rv, const Event& e) { return rv < e.rv; });
               for (auto it = first; it != log_.end() && it->rv <= cap; ++it) {
                 state->pos = it->rv;
-                if (it->resource != resource) continue;
+                if (it->resource != resource || !FieldsMatch(it->line, *selector)) continue;
                 if (truncate_events_ > 0) {
                   --truncate_events_;
                   lines.push_back(it->line.substr(0, it->line.size() / 2));
@@ -1254,6 +1283,82 @@ void FakeApiServer::ServeLease(const Exchange& ex, const std::string& ns, const 
     return;
   }
   ex.Reply(405, StatusBody(405, "MethodNotAllowed", "the server does not allow this method"));
+}
+
+void FakeApiServer::ServeNodePatch(const Exchange& ex, const std::string& name) {
+  const std::string resource = "nodes";
+  const std::string type = ex.req->get_header_value("Content-Type");
+  if (!absl::StartsWith(type, "application/merge-patch+json") &&
+      !absl::StartsWith(type, "application/strategic-merge-patch+json")) {
+    ex.Reply(415, StatusBody(415, "UnsupportedMediaType",
+                             absl::StrCat("the body of the request was in an unknown format - "
+                                          "accepted media types include: application/json-patch+json, "
+                                          "application/merge-patch+json, application/apply-patch+yaml, "
+                                          "application/strategic-merge-patch+json; got \"", type, "\"")));
+    return;
+  }
+  Doc patch;
+  patch.Parse(ex.req->body.c_str());
+  if (patch.HasParseError() || !patch.IsObject()) {
+    ex.Reply(400, StatusBody(400, "BadRequest", "error decoding patch: not a JSON object"));
+    return;
+  }
+  const std::string& key = name;
+  absl::MutexLock lock(&mu_);
+  auto& objects = objects_[resource];
+  auto it = objects.find(key);
+  if (it == objects.end()) {
+    ex.Reply(404, StatusBody(404, "NotFound", absl::StrCat(resource, " \"", name, "\" not found"),
+                             name, resource));
+    return;
+  }
+  Doc doc;
+  doc.Parse(it->second.item.c_str());
+  const std::string uid = Str(doc["metadata"], "uid");
+  const rapidjson::Value* patch_meta = Member(patch, "metadata");
+  const std::string patch_uid = patch_meta != nullptr ? Str(*patch_meta, "uid") : "";
+  if (!patch_uid.empty() && patch_uid != uid) {
+    // A patch that names another UID (an object recreated under the same name) fails validation.
+    ex.Reply(422, StatusBody(422, "Invalid",
+                             absl::StrCat(resource, " \"", name, "\" is invalid: metadata.uid: ",
+                                          "Invalid value: \"", patch_uid, "\": field is immutable"),
+                             name, resource));
+    return;
+  }
+  MergePatch(doc, doc, patch);
+  // Identity is not the patch's to change.
+  rapidjson::Value& meta = Obj(doc, doc, "metadata");
+  SetStr(doc, meta, "name", name);
+  SetStr(doc, meta, "uid", uid);
+  CommitLocked(resource, key, doc, "MODIFIED");
+  ex.Reply(200, objects[key].full);
+}
+
+void FakeApiServer::ServeEventCreate(const Exchange& ex, const std::string& ns) {
+  Doc doc;
+  doc.Parse(ex.req->body.c_str());
+  const rapidjson::Value* meta = doc.HasParseError() ? nullptr : Member(doc, "metadata");
+  const rapidjson::Value* involved = doc.HasParseError() ? nullptr : Member(doc, "involvedObject");
+  if (meta == nullptr || (Str(*meta, "name").empty() && Str(*meta, "generateName").empty())) {
+    ex.Reply(422, StatusBody(422, "Invalid", "Event.metadata.name: Required value"));
+    return;
+  }
+  if (involved == nullptr || Str(*involved, "name").empty() ||
+      (!Str(*meta, "namespace").empty() && Str(*meta, "namespace") != ns) ||
+      Str(*involved, "namespace") != ns) {
+    ex.Reply(422, StatusBody(422, "Invalid",
+                             "Event.involvedObject: Invalid value: the namespace of the involved "
+                             "object must match the event's"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  events_.push_back(ex.req->body);
+  ex.Reply(201, ex.req->body);
+}
+
+std::vector<std::string> FakeApiServer::Events() const {
+  absl::MutexLock lock(&mu_);
+  return events_;
 }
 
 }  // namespace gse::testing

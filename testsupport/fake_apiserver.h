@@ -12,14 +12,22 @@
 //   PATCH /api/v1/namespaces/{ns}/pods/{name}             JSON merge patch (application/merge-
 //        patch+json, else 415); metadata.resourceVersion in the patch is a precondition (409
 //        Conflict); a patch that changes nothing writes nothing (no event); 404, 422 (uid/name)
-//   fieldSelector on pod lists: spec.nodeName, status.phase, metadata.name/namespace with =,
-//        ==, != (comma = and); another field is 400 "field label not supported"
+//   PATCH /api/v1/nodes/{name}   merge patch (application/merge-patch+json, RFC 7386;
+//        strategic-merge-patch+json is merged the same way, which equals the real semantics
+//        for the annotation maps our clients patch); 415 for other content types, 404 on a
+//        missing node, 400 on a body that is not a JSON object, 422 for another metadata.uid
+//   fieldSelector on pod lists and watches: spec.nodeName, status.phase, metadata.name/
+//        namespace with =, ==, != (comma = and); another field is 400 "field label not
+//        supported". A watch sends the events of matching pods with their own type (a real
+//        server sends ADDED when a pod starts to match: our clients treat ADDED and MODIFIED
+//        alike)
 //   POST /api/v1/namespaces/{ns}/pods                     create a pod
 //   POST /api/v1/namespaces/{ns}/pods/{name}/binding      sets spec.nodeName and merges the
 //        Binding's metadata.annotations in one write; 409 on UID mismatch or an already bound
 //        pod, 404 on a missing pod (bodies as recorded)
 //   GET/PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}, POST .../leases
 //        (resourceVersion preconditions: 409 on a stale PUT, 409 AlreadyExists on create)
+//   POST /api/v1/namespaces/{ns}/events                    core/v1 Event (kept for Events())
 // Every request needs "Authorization: Bearer <one of tokens>" (else 401, recorded body),
 // except in client-certificate mode.
 // Fault injection: status answers (500...) before the request is handled or after its write
@@ -167,6 +175,8 @@ class FakeApiServer {
   // Every stored object of `resource` (with kind and apiVersion, as GET returns it), in key
   // order (namespace/name or name).
   std::vector<std::string> Objects(absl::string_view resource) const;
+  // Events POSTed so far (the request bodies, as the server stored them), oldest first.
+  std::vector<std::string> Events() const;
 
   // ---- faults
   void AddFault(Fault fault);
@@ -236,6 +246,9 @@ class FakeApiServer {
   void ServePodPatch(const Exchange& ex, const std::string& ns, const std::string& name);
   void ServeObject(const Exchange& ex, const std::string& resource, const std::string& ns,
                    const std::string& name);
+  // PATCH of a node (merge or strategic merge; the pods' PATCH is ServePodPatch).
+  void ServeNodePatch(const Exchange& ex, const std::string& name);
+  void ServeEventCreate(const Exchange& ex, const std::string& ns);
 
   absl::Status ApplyDocLocked(const std::string& resource, rapidjson::Document& doc,
                               const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -283,6 +296,7 @@ class FakeApiServer {
   std::deque<FaultHit> fault_log_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> request_counts_ ABSL_GUARDED_BY(mu_);  // "METHOD path"
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);  // core/v1 Events POSTed
 };
 
 }  // namespace gse::testing

@@ -13,6 +13,10 @@
 //     Service -> pod labels -> container ports, ServiceMonitor -> Service port);
 //   * security context, probes, resources, replicas and strategy, anti-affinity, PDB per variant;
 //   * RBAC: the rendered ClusterRole/Role grant exactly the rows of deploy/RBAC.md;
+//   * the node agent (deploy/agent, in the variants that include it): its DaemonSet on GPU
+//     nodes only, kubelet's two socket directories as its only hostPath volumes, root without
+//     capabilities (kubelet's sockets force root; nothing else), every flag one the agent
+//     binary defines, its own namespace and ClusterRole (RBAC.md scope "agent");
 //   * scheduler-config/*.yaml: kube-scheduler's validation rules for extenders, strict field
 //     names, and managedResources == every name and alias of deploy/base/catalog.yaml;
 //   * with --renders DIR (device-classes.yaml, resource-quotas.yaml from `gpu-slice-extender
@@ -28,7 +32,7 @@ import YAML from "yaml";
 
 import { ConfigMap, Namespace, ResourceQuota, Service, ServiceAccount } from "kubernetes-models/v1";
 import { DeviceClass } from "kubernetes-models/resource.k8s.io/v1";
-import { Deployment } from "kubernetes-models/apps/v1";
+import { DaemonSet, Deployment } from "kubernetes-models/apps/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
 import { PrometheusRule, ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
@@ -82,12 +86,17 @@ function parseYamlDocs(text, where) {
 
 const NS = "gpu-slice-extender";
 const APP = "gpu-slice-extender";
+const AGENT = "gpu-slice-agent";  // name of the agent's namespace, ServiceAccount, ClusterRole, DaemonSet
 const VARIANTS = {
-  base: { ha: false, tls: false, monitoring: false },
-  ha: { ha: true, tls: false, monitoring: true },
-  tls: { ha: false, tls: true, monitoring: true },
-  "ha-tls": { ha: true, tls: true, monitoring: true },
+  base: { ha: false, tls: false, monitoring: false, agent: false },
+  ha: { ha: true, tls: false, monitoring: true, agent: false },
+  tls: { ha: false, tls: true, monitoring: true, agent: false },
+  "ha-tls": { ha: true, tls: true, monitoring: true, agent: false },
+  agent: { ha: false, tls: false, monitoring: false, agent: true },
 };
+// Objects of the node agent (deploy/agent) carry its name label; they live in its namespace.
+const isAgentObject = (o) => (o.kind === "Namespace" ? o.metadata.name === AGENT
+  : (o.metadata.labels || {})["app.kubernetes.io/name"] === AGENT);
 
 // apiVersion/kind -> runtime model and TypeScript interface (module, name) of the same package.
 const MODELS = {
@@ -99,6 +108,7 @@ const MODELS = {
   // `catalog render --what=device-classes` (DRA; extendedResourceName is in resource.k8s.io/v1).
   "resource.k8s.io/v1/DeviceClass": [DeviceClass, "kubernetes-models/resource.k8s.io/v1/DeviceClass", "IDeviceClass"],
   "apps/v1/Deployment": [Deployment, "kubernetes-models/apps/v1/Deployment", "IDeployment"],
+  "apps/v1/DaemonSet": [DaemonSet, "kubernetes-models/apps/v1/DaemonSet", "IDaemonSet"],
   "policy/v1/PodDisruptionBudget": [PodDisruptionBudget, "kubernetes-models/policy/v1/PodDisruptionBudget", "IPodDisruptionBudget"],
   "rbac.authorization.k8s.io/v1/ClusterRole": [ClusterRole, "kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole", "IClusterRole"],
   "rbac.authorization.k8s.io/v1/ClusterRoleBinding": [ClusterRoleBinding, "kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding", "IClusterRoleBinding"],
@@ -213,26 +223,29 @@ function fileSource(podSpec, container, file) {
   throw new Error(`no volumeMount provides ${file}`);
 }
 
-// Names of the ABSL_FLAGs compiled into the binary (its sources: extender/, state/, scoring/).
-// main.cc treats '-' and '_' in flag names alike; names are returned with '_'.
-let flagCache;
-function binaryFlags(repo) {
-  if (flagCache) return flagCache;
-  flagCache = new Set();
-  for (const dir of ["extender", "state", "scoring"]) {
+// Names of the ABSL_FLAGs compiled into a binary (the extender: extender/, state/, scoring/;
+// the agent: agent/). Both main.cc treat '-' and '_' in flag names alike; names are returned
+// with '_'.
+const flagCache = new Map();
+function binaryFlags(repo, dirs = ["extender", "state", "scoring"]) {
+  const key = dirs.join();
+  if (flagCache.has(key)) return flagCache.get(key);
+  const flags = new Set();
+  for (const dir of dirs) {
     for (const f of fs.readdirSync(path.join(repo, dir)).filter((x) => x.endsWith(".cc"))) {
       const text = fs.readFileSync(path.join(repo, dir, f), "utf8");
-      for (const m of text.matchAll(/ABSL_FLAG\(\s*[^,]+,\s*([A-Za-z0-9_]+)\s*,/g)) flagCache.add(m[1]);
+      for (const m of text.matchAll(/ABSL_FLAG\(\s*[^,]+,\s*([A-Za-z0-9_]+)\s*,/g)) flags.add(m[1]);
     }
   }
-  if (!flagCache.has("listen")) throw new Error("no ABSL_FLAG(..., listen, ...) found in extender/*.cc: the flag scan is broken");
-  return flagCache;
+  if (!flags.has("listen")) throw new Error(`no ABSL_FLAG(..., listen, ...) found in ${dirs.join(", ")}/*.cc: the flag scan is broken`);
+  flagCache.set(key, flags);
+  return flags;
 }
 
 function structureChecks(variant, traits, objs, catalogText) {
   const v = variant;
-  check(`${v}: every namespaced object is in namespace ${NS}`, () => {
-    const bad = objs.filter((o) => !CLUSTER_SCOPED.has(o.kind) && o.metadata.namespace !== NS).map(ident);
+  check(`${v}: every namespaced object is in namespace ${NS} (the agent's in ${AGENT})`, () => {
+    const bad = objs.filter((o) => !CLUSTER_SCOPED.has(o.kind) && o.metadata.namespace !== (isAgentObject(o) ? AGENT : NS)).map(ident);
     expect(bad.length === 0, `wrong or missing namespace: ${bad.join(", ")}`);
     const ns = one(objs, "Namespace", NS);
     expect(ns.metadata.labels["pod-security.kubernetes.io/enforce"] === "restricted", "Namespace does not enforce the restricted Pod Security Standard");
@@ -447,6 +460,96 @@ function structureChecks(variant, traits, objs, catalogText) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The node agent's DaemonSet (deploy/agent).
+
+const KUBELET_DIRS = { "device-plugins": "/var/lib/kubelet/device-plugins", "pod-resources": "/var/lib/kubelet/pod-resources" };
+
+function agentChecks(variant, traits, objs) {
+  const v = variant;
+  const agentObjs = objs.filter(isAgentObject);
+  if (!traits.agent) {
+    check(`${v}: no node agent objects`, () => { expect(agentObjs.length === 0, `found ${agentObjs.map(ident).join(", ")}`); });
+    return;
+  }
+  let ds, pod, c;
+  check(`${v}: agent DaemonSet with one container, ServiceAccount and namespace of its own`, () => {
+    ds = one(objs, "DaemonSet", AGENT);
+    pod = ds.spec.template.spec;
+    expect(pod.containers.length === 1, `${pod.containers.length} containers`);
+    c = pod.containers[0];
+    expect(labelsMatch(ds.spec.selector.matchLabels, ds.spec.template.metadata.labels), `selector ${json(ds.spec.selector)}`);
+    one(objs, "ServiceAccount", AGENT);
+    expect(pod.serviceAccountName === AGENT, `serviceAccountName ${pod.serviceAccountName}`);
+    const ns = one(objs, "Namespace", AGENT);
+    // hostPath volumes are allowed by the "privileged" standard only (deploy/agent/namespace.yaml).
+    expect(ns.metadata.labels["pod-security.kubernetes.io/enforce"] === "privileged", "agent Namespace must enforce privileged (hostPath)");
+    const others = objs.filter((o) => o.metadata.namespace === AGENT && !isAgentObject(o)).map(ident);
+    expect(others.length === 0, `other objects in the agent's namespace: ${others.join(", ")}`);
+  });
+  if (!c) return;
+  const args = c.args || [];
+  check(`${v}: agent runs on GPU nodes only, as a node-critical pod tolerating the GPU taint`, () => {
+    expect((pod.nodeSelector || {})["nvidia.com/gpu.present"] === "true", `nodeSelector ${json(pod.nodeSelector)}`);
+    expect(pod.priorityClassName === "system-node-critical", `priorityClassName ${pod.priorityClassName}`);
+    expect((pod.tolerations || []).some((t) => t.key === "nvidia.com/gpu" && t.effect === "NoSchedule"), `tolerations ${json(pod.tolerations)}`);
+  });
+  check(`${v}: agent image and flags the agent binary defines`, () => {
+    expect(c.image === `${AGENT}:0.1.0`, `image ${c.image}`);
+    expect(!c.command, `command ${json(c.command)}: the image's ENTRYPOINT is the agent`);
+    const defined = binaryFlags(REPO, ["agent"]);
+    const unknown = args.filter((a) => {
+      const m = /^--?([A-Za-z0-9_-]+)(=|$)/.exec(a);
+      return !m || !defined.has(m[1].replace(/-/g, "_"));
+    });
+    expect(unknown.length === 0, `unknown to gpu-slice-agent (it exits 2): ${json(unknown)}`);
+    expect(argValue(args, "--resources"), "--resources missing");
+    expect(argValue(args, "--kubeconfig") === undefined, "--kubeconfig must be left out (in-cluster)");
+    expect(argValue(args, "--node-name") === undefined, "--node-name must come from NODE_NAME");
+    const env = (c.env || []).find((e) => e.name === "NODE_NAME");
+    expect(env && env.valueFrom && env.valueFrom.fieldRef && env.valueFrom.fieldRef.fieldPath === "spec.nodeName", `NODE_NAME ${json(env)}`);
+  });
+  check(`${v}: agent's only hostPath volumes are kubelet's device-plugins (rw) and pod-resources (ro) directories`, () => {
+    const hp = (pod.volumes || []).filter((x) => x.hostPath);
+    expect(hp.length === 2, `hostPath volumes ${json(hp)}`);
+    for (const [name, dir] of Object.entries(KUBELET_DIRS)) {
+      const vol = hp.find((x) => x.hostPath.path === dir);
+      expect(vol && vol.hostPath.type === "Directory", `no hostPath ${dir} of type Directory`);
+      const vm = (c.volumeMounts || []).find((m) => m.name === vol.name);
+      expect(vm && vm.mountPath === dir, `${dir} not mounted at the same path`);
+      expect((vm.readOnly === true) === (name === "pod-resources"), `${dir} readOnly ${vm.readOnly}`);
+    }
+    expect(argValue(args, "--device-plugin-dir") === KUBELET_DIRS["device-plugins"], `--device-plugin-dir ${argValue(args, "--device-plugin-dir")}`);
+    expect(argValue(args, "--pod-resources-socket") === `${KUBELET_DIRS["pod-resources"]}/kubelet.sock`, `--pod-resources-socket ${argValue(args, "--pod-resources-socket")}`);
+    expect(!pod.hostNetwork && !pod.hostPID && !pod.hostIPC, "host namespaces");
+  });
+  check(`${v}: agent runs as root (kubelet's sockets) but without capabilities, escalation or a writable root`, () => {
+    const sc = c.securityContext || {};
+    expect(sc.runAsUser === 0 && sc.runAsNonRoot === false, `runAsUser ${sc.runAsUser} runAsNonRoot ${sc.runAsNonRoot}`);
+    expect(sc.privileged !== true, "privileged");
+    expect(sc.allowPrivilegeEscalation === false, "allowPrivilegeEscalation is not false");
+    expect(sc.readOnlyRootFilesystem === true, "readOnlyRootFilesystem is not true");
+    expect(sc.capabilities && (sc.capabilities.drop || []).includes("ALL") && !(sc.capabilities.add || []).length, `capabilities ${json(sc.capabilities)}`);
+    const sp = sc.seccompProfile || (pod.securityContext || {}).seccompProfile;
+    expect(sp && sp.type === "RuntimeDefault", `seccompProfile ${json(sp)}`);
+  });
+  check(`${v}: agent liveness /healthz on the --listen port; requests and limits`, () => {
+    const listen = argValue(args, "--listen");
+    const port = Number(String(listen).split(":").pop());
+    const cp = (c.ports || []).find((p) => p.containerPort === port);
+    expect(cp, `no containerPort for --listen ${listen}`);
+    const pr = c.livenessProbe && c.livenessProbe.httpGet;
+    expect(pr && pr.path === "/healthz" && (pr.port === cp.name || pr.port === port), `livenessProbe ${json(c.livenessProbe)}`);
+    const r = c.resources || {};
+    for (const k of ["cpu", "memory"]) {
+      expect(r.requests && r.limits && r.requests[k] !== undefined && r.limits[k] !== undefined, `requests/limits.${k}`);
+      expect(parseQuantity(r.limits[k]) >= parseQuantity(r.requests[k]), `limits.${k} < requests.${k}`);
+    }
+    const ann = ds.spec.template.metadata.annotations || {};
+    expect(ann["prometheus.io/port"] === String(port) && ann["prometheus.io/path"] === "/metrics", `scrape annotations ${json(ann)}`);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // RBAC: rendered rules == rows of deploy/RBAC.md.
 
 function documentedRbac(repo) {
@@ -458,7 +561,7 @@ function documentedRbac(repo) {
     const cells = line.split("|").slice(1, -1).map((s) => s.trim());
     if (cells.length < 6 || cells[0] === "scope" || /^-+$/.test(cells[0])) continue;
     const [scope, group, resource, verb, names, why] = cells;
-    if (!["cluster", "namespace"].includes(scope)) throw new Error(`RBAC.md: bad scope ${json(scope)}`);
+    if (!["cluster", "namespace", "agent"].includes(scope)) throw new Error(`RBAC.md: bad scope ${json(scope)}`);
     if (!why) throw new Error(`RBAC.md: row ${resource} ${verb} says not why`);
     rows.push(`${scope} ${group === "core" ? "" : group}|${resource}|${verb}|${names === "-" ? "*" : names}`);
   }
@@ -469,7 +572,8 @@ function documentedRbac(repo) {
 function renderedRbac(objs) {
   const out = [];
   for (const o of objs) {
-    const scope = o.kind === "ClusterRole" ? "cluster" : o.kind === "Role" ? "namespace" : null;
+    const scope = o.kind === "ClusterRole" ? (o.metadata.name === AGENT ? "agent" : "cluster")
+      : o.kind === "Role" ? "namespace" : null;
     if (!scope) continue;
     for (const r of o.rules || []) {
       expect(!(r.nonResourceURLs || []).length, `${ident(o)} grants nonResourceURLs`);
@@ -485,7 +589,8 @@ function renderedRbac(objs) {
 
 function rbacChecks(variant, traits, objs, documented) {
   check(`${variant}: RBAC grants exactly the documented verbs (deploy/RBAC.md)`, () => {
-    const want = documented.filter((r) => r.startsWith("cluster ") || traits.ha);
+    const want = documented.filter((r) => r.startsWith("cluster ") || (r.startsWith("namespace ") && traits.ha) ||
+      (r.startsWith("agent ") && traits.agent));
     const got = renderedRbac(objs);
     const dup = got.filter((r, i) => got.indexOf(r) !== i);
     const missing = want.filter((r) => !got.includes(r));
@@ -498,6 +603,14 @@ function rbacChecks(variant, traits, objs, documented) {
     const crb = one(objs, "ClusterRoleBinding", APP);
     expect(crb.roleRef.kind === "ClusterRole" && crb.roleRef.name === cr.metadata.name, `roleRef ${json(crb.roleRef)}`);
     expect(crb.subjects.length === 1 && crb.subjects[0].kind === "ServiceAccount" && crb.subjects[0].name === APP && crb.subjects[0].namespace === NS,
+      `subjects ${json(crb.subjects)}`);
+  });
+  if (!traits.agent) return;
+  check(`${variant}: the agent's ClusterRole is bound to the agent's ServiceAccount only`, () => {
+    const cr = one(objs, "ClusterRole", AGENT);
+    const crb = one(objs, "ClusterRoleBinding", AGENT);
+    expect(crb.roleRef.kind === "ClusterRole" && crb.roleRef.name === cr.metadata.name, `roleRef ${json(crb.roleRef)}`);
+    expect(crb.subjects.length === 1 && crb.subjects[0].kind === "ServiceAccount" && crb.subjects[0].name === AGENT && crb.subjects[0].namespace === AGENT,
       `subjects ${json(crb.subjects)}`);
   });
 }
@@ -782,6 +895,7 @@ function main() {
     all.push([v, objs]);
     schemaChecks(v, objs);
     structureChecks(v, traits, objs, catalogText);
+    agentChecks(v, traits, objs);
   }
   let deviceClasses, quotas;
   if (renders) {

@@ -1,0 +1,122 @@
+// ClusterState, the node agent's per-node gate (docs/agent.md, "Extender cooperation").
+//
+// Why: kubelet's device-plugin calls carry no pod identity. The agent can tell which pod
+// kubelet admits only while every pod bound to the node and not yet admitted waits for the
+// same unit(s) (one equivalence group per node and offering); otherwise it refuses the
+// admission (fail closed). So on a node with an agent, a pod may be bound for an offering only
+// if every pod there that the agent has not confirmed yet waits for exactly the units and
+// amount the new pod would get: for a time-sliced or MPS offering the waiting group's unit,
+// for an exclusive one nothing (its units are held).
+//
+// A pod awaits the agent from its bind (Reserve) or from the first sight of it bound with our
+// annotation (ApplyPod) until gpu.themelio.io/allocated appears, it turns terminal or
+// terminating, is deleted, or its wait expires (ExpireAgentWaits). Waits are counted in the
+// node's summaries (OfferingSummary::agent_waiting, RoomRow::agent_gate), so that a filter of
+// an ungated node pays one flag; the group itself is read from the units' holders here.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "state/cluster_state.h"
+
+namespace gse {
+
+void ClusterState::SetAwaitingAgent(PodRecord& rec, bool awaiting, absl::Time now) {
+  if (rec.awaiting_agent == awaiting) return;
+  rec.awaiting_agent = awaiting;
+  if (awaiting) {
+    rec.awaiting_agent_since = now;
+    agent_waiting_.insert(rec.id);
+  } else {
+    agent_waiting_.erase(rec.id);
+  }
+  Reindex(rec.assignment.node);
+}
+
+ClusterState::AgentGate ClusterState::AgentGateOf(const NodeState& node,
+                                                  OfferingId offering) const {
+  AgentGate gate;
+  const NodeOffering* no = node.Find(offering);
+  if (!node.agent || no == nullptr || no->summary.agent_waiting == 0) return gate;
+  gate.closed = true;
+  const Offering& o = catalog_->Get(offering);
+  bool one_group = o.shared();
+  const PodRecord* first = nullptr;
+  for (const Unit& unit : no->units) {
+    for (const Holding& h : unit.holders) {
+      auto it = pods_.find(h.pod_id);
+      if (it == pods_.end() || !it->second.awaiting_agent) continue;
+      const PodRecord& rec = it->second;
+      if (first == nullptr) {
+        first = &rec;
+      } else if (rec.assignment.units != first->assignment.units ||
+                 rec.assignment.amount_per_unit != first->assignment.amount_per_unit) {
+        one_group = false;
+      }
+    }
+  }
+  if (first == nullptr) return gate;  // not reached: agent_waiting counts these holders
+  gate.waiting_pod = first->key;
+  if (one_group) {
+    Assignment a;
+    a.node = node.name;
+    a.offering = offering;
+    a.units = first->assignment.units;
+    a.amount_per_unit = first->assignment.amount_per_unit;
+    gate.joinable = std::move(a);
+  }
+  return gate;
+}
+
+absl::Status ClusterState::CheckAgentGate(const PodClaim& claim, const Assignment& a) const {
+  const NodeState* node = FindNode(a.node);
+  if (node == nullptr) return absl::OkStatus();  // CheckUnitsExist refuses it
+  const AgentGate gate = AgentGateOf(*node, a.offering);
+  if (!gate.closed) return absl::OkStatus();
+  if (gate.joinable && gate.joinable->units == a.units &&
+      gate.joinable->amount_per_unit == a.amount_per_unit) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "reserve ", claim.key, ": waiting for the node agent: pod ", gate.waiting_pod,
+      " bound to node ", a.node, " for ", catalog_->Get(a.offering).resource,
+      " is not confirmed by the node's agent yet",
+      gate.joinable ? absl::StrCat(" (only unit(s) ", absl::StrJoin(gate.joinable->units, ","),
+                                   " may be bound there until then)")
+                    : std::string()));
+}
+
+int ClusterState::ExpireAgentWaits(absl::Time now, absl::Duration timeout) {
+  std::vector<std::string> expired;
+  for (const std::string& id : agent_waiting_) {
+    auto it = pods_.find(id);
+    if (it != pods_.end() && now - it->second.awaiting_agent_since >= timeout) {
+      expired.push_back(id);
+    }
+  }
+  for (const std::string& id : expired) {
+    PodRecord& rec = pods_.find(id)->second;
+    rec.agent_wait_expired = true;
+    SetAwaitingAgent(rec, false, now);
+  }
+  return static_cast<int>(expired.size());
+}
+
+void ClusterState::InheritAgentWaits(const ClusterState& old) {
+  std::vector<std::string> ended;
+  for (auto& [id, rec] : pods_) {
+    const PodRecord* before = old.FindPodById(id);
+    if (before == nullptr) continue;
+    if (before->agent_wait_expired) {
+      rec.agent_wait_expired = true;
+      if (rec.awaiting_agent) ended.push_back(id);
+    } else if (rec.awaiting_agent && before->awaiting_agent) {
+      rec.awaiting_agent_since = before->awaiting_agent_since;
+    }
+  }
+  for (const std::string& id : ended) SetAwaitingAgent(pods_.find(id)->second, false, absl::Now());
+}
+
+}  // namespace gse

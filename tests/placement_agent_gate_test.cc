@@ -1,0 +1,354 @@
+// The node agent's per-node gate (state/agent_gate.cc, docs/agent.md "Extender cooperation"):
+// on a node whose Node carries gpu.themelio.io/inventory, the pods bound there that its agent
+// has not confirmed yet wait, per offering, for one group of units; Reserve refuses anything
+// else, filter fails such a node with "waiting for the node agent", and the wait ends on
+// gpu.themelio.io/allocated, a terminal phase, deletion, a deletionTimestamp or the timeout.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scoring/feasibility.h"
+#include "scoring/pod_request.h"
+#include "state/assignment.h"
+#include "state/catalog.h"
+#include "state/cluster_state.h"
+#include "state/k8s_objects.h"
+#include "state/mirror.h"
+
+namespace gse {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGpu[] = "nvidia.com/gpu";
+constexpr char kTs[] = "nvidia.com/mig-1g.5gb.shared";
+constexpr char kMps[] = "nvidia.com/gpu.mps";
+constexpr absl::Duration kTimeout = absl::Seconds(120);
+
+std::shared_ptr<const Catalog> TestCatalog() {
+  std::vector<Offering> v(3);
+  v[0].resource = kGpu;
+  v[1].resource = kTs;
+  v[1].unit = UnitKind::kMig;
+  v[1].mig_profile = "1g.5gb";
+  v[1].sharing = Sharing::kTimeSliced;
+  v[1].replicas = 4;
+  v[2].resource = kMps;
+  v[2].sharing = Sharing::kMps;
+  v[2].replicas = 4;
+  absl::StatusOr<Catalog> c = Catalog::FromOfferings(std::move(v));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::make_shared<const Catalog>(*std::move(c));
+}
+
+// A node with 4 whole GPUs, 7 time-sliced slices (4 tickets each) and 2 MPS GPUs (4 shares);
+// `agent`: it carries the agent's inventory annotation.
+NodeObject Node(const std::string& name, bool agent) {
+  NodeObject n;
+  n.name = name;
+  n.uid = name + "-uid";
+  n.allocatable_milli[kGpu] = 4000;
+  n.allocatable_milli[kTs] = 28000;
+  n.allocatable_milli[kMps] = 8000;
+  if (agent) n.agent_inventory = R"({"version":1,"resources":{}})";
+  return n;
+}
+
+class AgentGateTest : public ::testing::Test {
+ protected:
+  AgentGateTest() : state_(TestCatalog(), MirrorOptions{}) {
+    state_.ApplyNode(Node("agent-node", true));
+    state_.ApplyNode(Node("plain-node", false));
+  }
+
+  OfferingId Id(const char* resource) const { return state_.catalog().Find(resource)->id; }
+
+  Assignment On(const std::string& node, const char* resource, std::vector<int32_t> units,
+                int32_t amount = 1) const {
+    Assignment a;
+    a.node = node;
+    a.offering = Id(resource);
+    a.units = std::move(units);
+    a.amount_per_unit = amount;
+    return a;
+  }
+
+  static PodClaim Claim(const std::string& ns, const std::string& name) {
+    return PodClaim{ns + "/" + name, ns + "-" + name + "-uid", ns, ns};
+  }
+
+  // The pod as the API server shows it once bound with `a` (our annotations), optionally
+  // confirmed by the agent.
+  PodObject Bound(const std::string& ns, const std::string& name, const Assignment& a,
+                  bool allocated = false) const {
+    PodObject p;
+    p.namespace_name = ns;
+    p.name = name;
+    p.uid = ns + "-" + name + "-uid";
+    p.node_name = a.node;
+    p.phase = "Pending";
+    ContainerResources c;
+    c.name = "main";
+    const std::string resource = state_.catalog().Get(a.offering).resource;
+    c.requests_milli[resource] = (a.amount_per_unit == 1 ? static_cast<int64_t>(a.units.size())
+                                                         : a.amount_per_unit) * 1000;
+    c.limits_milli = c.requests_milli;
+    p.containers.push_back(c);
+    p.annotations = AssignmentAnnotations(a, state_.catalog(), ns);
+    if (allocated) p.annotations[std::string(kAnnotationAllocated)] = "MIG-x::0";
+    return p;
+  }
+
+  FitReason Filter(const std::string& ns, const char* resource, const std::string& node,
+                   int64_t amount = 1) const {
+    PodObject p;
+    p.namespace_name = ns;
+    p.name = "candidate";
+    ContainerResources c;
+    c.name = "main";
+    c.requests_milli[resource] = amount * 1000;
+    p.containers.push_back(c);
+    const PodRequest request = ResolvePodRequest(state_.catalog(), p, ns);
+    const FilterOutcome out = FilterNodes(state_, request, {state_.FindNode(node)});
+    // The one-node rule (bind's re-check, preemption) must agree with the filter.
+    EXPECT_EQ(CheckNode(state_, request, state_.FindNode(node)).reason, out.fits[0].reason);
+    return out.fits[0].reason;
+  }
+
+  ClusterState state_;
+};
+
+TEST_F(AgentGateTest, NodeWithoutAgentHasNoGate) {
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("plain-node", kTs, {0})).ok());
+  EXPECT_TRUE(state_.Reserve(Claim("team-b", "b1"), On("plain-node", kTs, {1})).ok());
+  EXPECT_EQ(Filter("team-c", kTs, "plain-node"), FitReason::kFits);
+  EXPECT_FALSE(state_.AgentGateOf(*state_.FindNode("plain-node"), Id(kTs)).closed);
+}
+
+TEST_F(AgentGateTest, ReserveAdmitsOnlyTheWaitingGroup) {
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0})).ok());
+  const ClusterState::AgentGate gate = state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kTs));
+  ASSERT_TRUE(gate.closed);
+  ASSERT_TRUE(gate.joinable.has_value());
+  EXPECT_EQ(*gate.joinable, On("agent-node", kTs, {0}));
+  EXPECT_EQ(gate.waiting_pod, "team-a/a1");
+
+  // Another project (another unit): refused, naming the waiting pod.
+  const absl::Status other = state_.Reserve(Claim("team-b", "b1"), On("agent-node", kTs, {1}));
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.message(), HasSubstr("waiting for the node agent"));
+  EXPECT_THAT(other.message(), HasSubstr("team-a/a1"));
+  EXPECT_EQ(state_.FindPod("team-b/b1"), nullptr) << "a refused Reserve changes nothing";
+  // The same project on another unit of its own: a second group, refused too.
+  EXPECT_FALSE(state_.Reserve(Claim("team-a", "a2"), On("agent-node", kTs, {2})).ok());
+  // The same project on the waiting unit: the same group, admitted (not serialised).
+  EXPECT_TRUE(state_.Reserve(Claim("team-a", "a3"), On("agent-node", kTs, {0})).ok());
+  // Other offerings of the node have their own gate.
+  EXPECT_TRUE(state_.Reserve(Claim("team-b", "g1"), On("agent-node", kGpu, {0})).ok());
+  // The node without an agent is not gated.
+  EXPECT_TRUE(state_.Reserve(Claim("team-b", "b2"), On("plain-node", kTs, {1})).ok());
+  EXPECT_THAT(state_.Audit().problems, ::testing::IsEmpty());
+}
+
+TEST_F(AgentGateTest, FilterFailsOtherGroupsWithWaitingForTheNodeAgent) {
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0})).ok());
+  EXPECT_EQ(Filter("team-b", kTs, "agent-node"), FitReason::kWaitingForAgent);
+  EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kFits);
+  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kFits);
+  EXPECT_EQ(FitReasonText(FitReason::kWaitingForAgent), "waiting for the node agent");
+  EXPECT_TRUE(NodeFit{FitReason::kWaitingForAgent}.unresolvable()) << "preemption cannot help";
+
+  // The waiting unit full (4 tickets): the project's next pod would open a second group.
+  for (int i = 2; i <= 4; ++i) {
+    ASSERT_TRUE(state_.Reserve(Claim("team-a", absl::StrCat("a", i)), On("agent-node", kTs, {0})).ok());
+  }
+  EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kWaitingForAgent);
+}
+
+TEST_F(AgentGateTest, ExclusivePodsAreSerialisedPerNode) {
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "g1"), On("agent-node", kGpu, {0, 1})).ok());
+  EXPECT_FALSE(state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kGpu)).joinable.has_value());
+  EXPECT_EQ(Filter("team-a", kGpu, "agent-node"), FitReason::kWaitingForAgent);
+  const absl::Status s = state_.Reserve(Claim("team-a", "g2"), On("agent-node", kGpu, {2}));
+  EXPECT_THAT(s.message(), HasSubstr("waiting for the node agent"));
+  EXPECT_EQ(Filter("team-a", kGpu, "plain-node"), FitReason::kFits);
+}
+
+TEST_F(AgentGateTest, MpsJoinsOnlyWithTheSameShares) {
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "m1"), On("agent-node", kMps, {0}, 2)).ok());
+  EXPECT_EQ(Filter("team-b", kMps, "agent-node", 2), FitReason::kFits) << "same unit, same amount";
+  EXPECT_EQ(Filter("team-b", kMps, "agent-node", 1), FitReason::kWaitingForAgent);
+  EXPECT_TRUE(state_.Reserve(Claim("team-b", "m2"), On("agent-node", kMps, {0}, 2)).ok());
+  EXPECT_FALSE(state_.Reserve(Claim("team-c", "m3"), On("agent-node", kMps, {1}, 2)).ok());
+}
+
+TEST_F(AgentGateTest, TheAgentsConfirmationOpensTheGate) {
+  const Assignment a0 = On("agent-node", kTs, {0});
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), a0).ok());
+  state_.ApplyPod(Bound("team-a", "a1", a0));  // the watch shows the binding, unconfirmed
+  EXPECT_EQ(Filter("team-b", kTs, "agent-node"), FitReason::kWaitingForAgent);
+  state_.ApplyPod(Bound("team-a", "a1", a0, /*allocated=*/true));
+  EXPECT_FALSE(state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kTs)).closed);
+  EXPECT_EQ(Filter("team-b", kTs, "agent-node"), FitReason::kFits);
+  EXPECT_TRUE(state_.Reserve(Claim("team-b", "b1"), On("agent-node", kTs, {1})).ok());
+  EXPECT_THAT(state_.Audit().problems, ::testing::IsEmpty());
+}
+
+TEST_F(AgentGateTest, TerminalTerminatingAndDeletedPodsStopWaiting) {
+  const Assignment a0 = On("agent-node", kTs, {0});
+  auto closed = [&] { return state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kTs)).closed; };
+
+  state_.ApplyPod(Bound("team-a", "a1", a0));  // bound by us before a restart: waits too
+  ASSERT_TRUE(closed());
+  PodObject failed = Bound("team-a", "a1", a0);
+  failed.phase = "Failed";  // kubelet refused it
+  state_.ApplyPod(failed);
+  EXPECT_FALSE(closed());
+
+  state_.ApplyPod(Bound("team-a", "a2", a0));
+  ASSERT_TRUE(closed());
+  PodObject terminating = Bound("team-a", "a2", a0);
+  terminating.terminating = true;
+  state_.ApplyPod(terminating);
+  EXPECT_FALSE(closed());
+  EXPECT_NE(state_.FindPod("team-a/a2"), nullptr) << "a terminating pod still holds its unit";
+
+  state_.ApplyPod(Bound("team-a", "a3", a0));
+  ASSERT_TRUE(closed());
+  state_.RemovePod("team-a-a3-uid", "team-a/a3");
+  EXPECT_FALSE(closed());
+  EXPECT_TRUE(state_.agent_waiting_pods().empty());
+}
+
+TEST_F(AgentGateTest, TimeoutEndsTheWaitForGood) {
+  const Assignment a0 = On("agent-node", kTs, {0});
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), a0).ok());
+  EXPECT_EQ(state_.ExpireAgentWaits(absl::Now() + kTimeout / 2, kTimeout), 0);
+  EXPECT_EQ(Filter("team-b", kTs, "agent-node"), FitReason::kWaitingForAgent);
+  EXPECT_EQ(state_.ExpireAgentWaits(absl::Now() + kTimeout, kTimeout), 1);
+  EXPECT_EQ(Filter("team-b", kTs, "agent-node"), FitReason::kFits);
+  // Later events of the pod (still unconfirmed) do not close the gate again.
+  state_.ApplyPod(Bound("team-a", "a1", a0));
+  EXPECT_FALSE(state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kTs)).closed);
+  EXPECT_EQ(state_.ExpireAgentWaits(absl::Now() + 2 * kTimeout, kTimeout), 0);
+  EXPECT_THAT(state_.Audit().problems, ::testing::IsEmpty());
+}
+
+TEST_F(AgentGateTest, NodeAnnotationTurnsTheGateOnAndOff) {
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("plain-node", kTs, {0})).ok());
+  EXPECT_TRUE(state_.agent_waiting_pods().empty()) << "no agent: nothing to wait for";
+  EXPECT_TRUE(state_.ApplyNode(Node("plain-node", true)));  // an agent starts publishing
+  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kFits)
+      << "pods bound before the agent published its inventory do not wait";
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a2"), On("plain-node", kTs, {0})).ok());
+  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kWaitingForAgent);
+  EXPECT_TRUE(state_.ApplyNode(Node("plain-node", false)));  // the agent's annotation removed
+  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kFits);
+}
+
+TEST(AgentGateMirror, RelistKeepsWaitsAndTheirExpiry) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes.push_back(Node("n1", true));
+  mirror.ReplaceAll(batch, absl::Now());
+  const OfferingId ts = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kTs)->id; });
+  auto bound = [&](const std::string& name, int32_t unit) {
+    PodObject p;
+    p.namespace_name = "team-" + name;
+    p.name = name;
+    p.uid = name + "-uid";
+    p.node_name = "n1";
+    p.phase = "Running";
+    ContainerResources c;
+    c.name = "main";
+    c.requests_milli[kTs] = 1000;
+    p.containers.push_back(c);
+    Assignment a;
+    a.node = "n1";
+    a.offering = ts;
+    a.units = {unit};
+    p.annotations = mirror.Read([&](const ClusterState& s) {
+      return AssignmentAnnotations(a, s.catalog(), p.namespace_name);
+    });
+    return p;
+  };
+  batch.pods = {bound("a", 0), bound("b", 1)};  // two groups (bound by someone before us)
+  mirror.ReplaceAll(batch, absl::Now());
+  EXPECT_EQ(mirror.ExpireAgentWaits(absl::Now() + kTimeout, kTimeout), std::make_pair(2, 0));
+  mirror.ReplaceAll(batch, absl::Now());  // a relist of the same, still unconfirmed pods
+  EXPECT_EQ(mirror.ExpireAgentWaits(absl::Now() + kTimeout, kTimeout), std::make_pair(0, 0))
+      << "expired waits stay over across a relist";
+  mirror.Read([&](const ClusterState& s) {
+    EXPECT_FALSE(s.AgentGateOf(*s.FindNode("n1"), ts).closed);
+    return 0;
+  });
+}
+
+// Many schedulers' binds at once: at every moment, every (node, offering) with an agent has at
+// most one group of waiting pods, and the filter and bind agree (no bind through a gate the
+// filter would have closed, checked by Reserve itself under the writer lock).
+TEST(AgentGateMirror, ConcurrentBindsNeverOpenTwoGroups) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  for (int n = 0; n < 3; ++n) batch.nodes.push_back(Node(absl::StrCat("n", n), true));
+  mirror.ReplaceAll(batch, absl::Now());
+  const OfferingId ts = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kTs)->id; });
+  std::atomic<int> bound{0}, refused{0}, violations{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        const std::string ns = absl::StrCat("team-", (t + i) % 4);
+        const PodClaim claim{absl::StrCat(ns, "/p", t, "-", i), absl::StrCat("uid-", t, "-", i), ns, ns};
+        absl::StatusOr<Assignment> r = mirror.ReserveWith(
+            claim, [&](const ClusterState& s) -> absl::StatusOr<Assignment> {
+              const std::string node = absl::StrCat("n", i % 3);
+              const ClusterState::AgentGate gate = s.AgentGateOf(*s.FindNode(node), ts);
+              if (gate.joinable) return *gate.joinable;
+              Assignment a;
+              a.node = node;
+              a.offering = ts;
+              a.units = {(t + i) % 7};
+              return a;
+            });
+        (r.ok() ? bound : refused)++;
+        mirror.Read([&](const ClusterState& s) {
+          for (const auto& [name, node] : s.nodes()) {
+            std::map<std::vector<int32_t>, int> groups;
+            for (const std::string& id : s.agent_waiting_pods()) {
+              const PodRecord* rec = s.FindPodById(id);
+              if (rec->assignment.node == name) groups[rec->assignment.units]++;
+            }
+            if (groups.size() > 1) violations++;
+          }
+          return 0;
+        });
+        // Now and then the agent confirms everything waiting on one node.
+        if (i % 5 == 4) {
+          mirror.Write([&](ClusterState& s) {
+            s.ExpireAgentWaits(absl::Now() + kTimeout, kTimeout);
+            return 0;
+          });
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GT(bound.load(), 0);
+  EXPECT_GT(refused.load(), 0) << "the gate refused some binds";
+  mirror.Read([](const ClusterState& s) {
+    EXPECT_THAT(s.Audit().problems, ::testing::IsEmpty());
+    return 0;
+  });
+}
+
+}  // namespace
+}  // namespace gse
