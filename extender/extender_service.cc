@@ -829,9 +829,15 @@ VerbResult ExtenderService::Bind(std::string body) {
   // finding 1); kube-scheduler retries the pod either way.
   // A POST the write limiter never sent (issue 14) is not bound and no API error:
   // client_throttled.
+  // A POST kept back because this replica's Lease is no longer valid (fencing, issue 12) is
+  // not bound either, and no API error: lease_lost.
   auto failed = [&](const BindResult& r, double seconds) {
     if (r.outcome == BindOutcome::kNotBound && IsNotSent(r.status)) {
       return answer(offering_label, "client_throttled", seconds, BindFailureMessage(r.status));
+    }
+    if (r.outcome == BindOutcome::kNotBound && IsFenced(r.status)) {
+      return answer(offering_label, "lease_lost", seconds,
+                    absl::StrCat("pod not bound; retry: ", r.status.message()));
     }
     const bool unknown = r.outcome == BindOutcome::kUnknown;
     return answer(offering_label, unknown ? "api_unknown" : "api_error", seconds,

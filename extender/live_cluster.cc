@@ -195,6 +195,15 @@ LiveCluster::LiveCluster(LiveClusterOptions options, Mirror* mirror,
       mirror_(mirror),
       client_(std::move(client)),
       election_client_(std::move(election_client)) {
+  if (options_.leader_elect) {
+    // Fencing (issue 12): no binding POST goes out unless this replica's Lease is still
+    // valid on its own clock. The elector exists from Start(); before that no bind is ready
+    // to run, and a POST asked for then is not sent.
+    options_.binder.lease_valid = [this] {
+      const LeaderElector* elector = fence_.load(std::memory_order_acquire);
+      return elector != nullptr && elector->LeaseValid();
+    };
+  }
   binder_ = std::make_unique<ApiBinder>(client_.get(), options_.binder);
   if (options_.drain_timeout <= absl::ZeroDuration()) {
     options_.drain_timeout = options_.binder.deadline + absl::Seconds(1);
@@ -301,6 +310,7 @@ void LiveCluster::Start(ExtenderService* service) {
       Update();
     };
     elector_ = std::make_unique<LeaderElector>(election_client_.get(), std::move(eo));
+    fence_.store(elector_.get(), std::memory_order_release);
     term_prefix_ = elector_->identity();
   } else {
     term_prefix_ = DefaultIdentity();

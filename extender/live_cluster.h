@@ -13,6 +13,11 @@
 // units that its predecessor bound moments before (issue 12). The cost is one full LIST per
 // take-over (at start-up a second one when the Lease is gained during the initial list).
 //
+// Fencing (--leader-elect): the ApiBinder sends a binding POST (first or retry) only while
+// the elector's Lease is valid on this replica's own clock (LeaderElector::LeaseValid, checked
+// lock-free right before the send), so a leader that stalled or stepped down never binds
+// after a new leader may have relisted; such a bind is answered not bound (lease_lost).
+//
 // Each time the service becomes ready (start-up or take-over) the PodRequeuer touches the
 // pending GPU pods so that kube-scheduler retries the ones it parked meanwhile
 // (kube/pod_requeue.h); losing readiness cancels it.
@@ -28,6 +33,7 @@
 #ifndef GSE_EXTENDER_LIVE_CLUSTER_H_
 #define GSE_EXTENDER_LIVE_CLUSTER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -158,6 +164,9 @@ class LiveCluster {
   std::unique_ptr<KubeReflector> reflector_;
   // Set by Start() before any thread of theirs (or the reflector's) runs, read-only after.
   std::unique_ptr<LeaderElector> elector_;
+  // elector_ for the binder's fencing check (ApiBinderOptions::lease_valid), which bind
+  // threads call lock-free; null until Start() created the elector, never reset after.
+  std::atomic<const LeaderElector*> fence_{nullptr};
   std::unique_ptr<PodRequeuer> requeuer_;
   // Names this process's take-overs in the requeue annotation: the elector's identity, or a
   // fresh one without election.

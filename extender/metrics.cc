@@ -52,12 +52,12 @@ const prometheus::Histogram::BucketBoundaries& NodeCountBuckets() {
 // The outcome vocabularies of gse_bind_total (extender_service.cc's Bind), created at 0 by
 // InitSeries: requests for an offering end in one of the first list; "none" (the request names
 // no offering, or the pod or body is unknown) in one of the second.
-constexpr const char* kOfferingBindOutcomes[] = {"bound",     "unit_taken",  "quota",
-                                                 "no_fit",    "api_error",   "api_unknown",
-                                                 "client_throttled"};
+constexpr const char* kOfferingBindOutcomes[] = {
+    "bound",       "unit_taken",       "quota",     "no_fit",
+    "api_error",   "api_unknown",      "client_throttled", "lease_lost"};
 constexpr const char* kNoOfferingBindOutcomes[] = {
-    "bound",      "no_fit",     "api_error",   "api_unknown", "client_throttled", "overloaded",
-    "not_synced", "not_leader", "unknown_pod", "bad_request"};
+    "bound",      "no_fit",     "api_error",   "api_unknown", "client_throttled", "lease_lost",
+    "overloaded", "not_synced", "not_leader",  "unknown_pod", "bad_request"};
 constexpr const char* kVerbs[] = {"filter", "prioritize", "bind", "preempt"};
 constexpr const char* kAffinityPlacements[] = {"own_unit", "new_unit"};
 constexpr const char* kSpillCauses[] = {"no_candidate_with_own_unit"};

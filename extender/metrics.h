@@ -61,8 +61,8 @@ class ExtenderMetrics {
   // 5,000-node call costs one increment per distinct reason, not one per node.
   void ObserveFilterVerdicts(absl::string_view offering, absl::string_view reason, int64_t count);
   void ObserveFilterNodes(int passed, int failed);
-  // Bind outcome: bound|unit_taken|quota|api_error|api_unknown|client_throttled|overloaded|
-  // not_synced|not_leader|unknown_pod|bad_request|...
+  // Bind outcome: bound|unit_taken|quota|api_error|api_unknown|client_throttled|lease_lost|
+  // overloaded|not_synced|not_leader|unknown_pod|bad_request|...
   // api_seconds is the Binder call's duration; negative when the Binder was not called.
   void ObserveBind(absl::string_view offering, absl::string_view outcome, double api_seconds);
   // Time-sliced placements: "own_unit" or "new_unit"; spills by cause.

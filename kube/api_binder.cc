@@ -130,8 +130,9 @@ BindResult ApiBinder::Bind(const BindTarget& target,
   const std::string body = BindingBody(target, annotations);
   const absl::Time deadline = absl::Now() + options_.deadline;
   // The write limiter may hold a POST only while it can still be answered in time.
+  // Fencing: the lease is checked right before each POST goes out (after the limiter's turn).
   const WriteDeadline within{deadline - std::min(options_.send_margin, options_.deadline / 4),
-                             deadline};
+                             deadline, options_.lease_valid};
   bool ambiguous = false;  // an attempt may have committed without us hearing the answer
   bool unanswered = false;  // an attempt got no answer at all: it may still be in flight
   absl::Status last = absl::DeadlineExceededError("no attempt made");
@@ -171,6 +172,24 @@ BindResult ApiBinder::Bind(const BindTarget& target,
     if (!ambiguous) return BindResult::NotBound(described(""));
     return BindResult::Unknown(described("; whether the pod is bound is unknown"));
   };
+  // Set when a POST was kept back because this replica's Lease is no longer valid.
+  absl::Status fenced;
+  auto fenced_status = [&](const absl::Status& from_client) {
+    std::string earlier;
+    if (attempt > 0) {
+      earlier = absl::StrCat("; after ", attempt, " attempt", attempt == 1 ? "" : "s",
+                             ", the last: ", last.message());
+    }
+    absl::Status out(from_client.code(),
+                     absl::StrCat("binding POST not sent: this replica's leader Lease is no "
+                                  "longer valid on its own clock (no renewal succeeded within "
+                                  "--leader-elect-renew-deadline, or it stepped down), so "
+                                  "another replica may lead",
+                                  earlier));
+    from_client.ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+    return out;
+  };
   while (true) {
     absl::Duration remaining = deadline - absl::Now();
     if (remaining <= absl::Milliseconds(10)) break;
@@ -184,6 +203,14 @@ BindResult ApiBinder::Bind(const BindTarget& target,
       not_sent_.fetch_add(1);
       if (attempt == 0) return BindResult::NotBound(r.status());
       break;  // earlier attempts decide below: ambiguous ones are read back, others failed
+    }
+    if (IsFenced(r.status())) {
+      // issue 12: a leader that lost (or may have lost) the Lease sends no binding that could
+      // commit after the next leader's relist. Nothing was sent for this attempt.
+      lease_lost_.fetch_add(1);
+      fenced = fenced_status(r.status());
+      if (attempt == 0) return BindResult::NotBound(fenced);
+      break;  // earlier attempts decide below
     }
     ++attempt;
     attempts_.fetch_add(1);
@@ -217,6 +244,13 @@ BindResult ApiBinder::Bind(const BindTarget& target,
     }
     pause = std::min(pause, deadline - absl::Now());
     if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
+  }
+  if (!fenced.ok()) {
+    // Earlier attempts were all refused, or the read-back shows none committed: not bound,
+    // and the reason the bind stopped is the lost Lease.
+    if (!ambiguous) return BindResult::NotBound(fenced);
+    BindResult read = settle_by_reading(absl::Milliseconds(500));
+    return read.outcome == BindOutcome::kNotBound ? BindResult::NotBound(fenced) : read;
   }
   if (!ambiguous) return BindResult::NotBound(described(""));  // nothing of ours was applied
   return settle_by_reading(absl::Milliseconds(500));

@@ -21,16 +21,29 @@
 //    a POST is not sent later than that, nor a retry). A bind whose first POST gets no turn by
 //    then sends nothing and returns kNotBound with IsNotSent() (kube_client.h) at once: the
 //    pod is definitely not bound, kube-scheduler retries it; no API error is counted.
+//  * Fencing (issue 12, with --leader-elect): `lease_valid` is asked immediately before each
+//    binding POST goes on the wire — the first and every retry, after the write limiter's
+//    turn (WriteDeadline::may_send). When it says no (LeaderElector::LeaseValid: the last
+//    successful renewal started more than the renew deadline ago on our clock, or the
+//    elector stepped down), the POST is not sent: a leader that lost, or may have lost, the
+//    Lease never writes a binding that could commit after a new leader's relist. With no
+//    earlier attempt the answer is kNotBound at once (nothing posted); after earlier
+//    attempts, those decide as above (an ambiguous one is read back: kBound, or kUnknown when
+//    the read-back cannot tell), and kNotBound is reported as fenced too. Either way the
+//    status is IsFenced() (kube_client.h) with a message naming the Lease; lease_lost()
+//    counts them. Without `lease_valid` there is no check.
 //  * Because a lost answer may hide a committed bind, a retry that meets 409 "already
 //    assigned", any refusal after an ambiguous attempt, or a deadline after an ambiguous
 //    attempt, reads the pod back to decide. (If a commit still lands after we gave up, the
 //    watch brings the bound pod and the mirror records it, since the API server is the truth.)
-//  * Thread-safe.
+//  * Thread-safe: Bind may run on many threads at once; `lease_valid` is called from them
+//    concurrently and must be thread-safe and cheap (LeaderElector::LeaseValid is lock-free).
 #ifndef GSE_KUBE_API_BINDER_H_
 #define GSE_KUBE_API_BINDER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -48,6 +61,8 @@ struct ApiBinderOptions {
   // The last part of `deadline` that a POST needs to be sent and answered (at most a quarter
   // of `deadline`): no POST goes out later, however long the write limiter held it.
   absl::Duration send_margin = absl::Milliseconds(500);
+  // Fencing (--leader-elect): may this replica still write as the leader? Empty: no check.
+  std::function<bool()> lease_valid;
 };
 
 class ApiBinder : public Binder {
@@ -66,6 +81,9 @@ class ApiBinder : public Binder {
   int64_t attempts() const { return attempts_.load(); }
   // POSTs the write limiter had no turn for before their bind's deadline (not sent).
   int64_t not_sent() const { return not_sent_.load(); }
+  // Binding POSTs not sent because the Lease was no longer valid (fencing); each such bind's
+  // status is IsFenced().
+  int64_t lease_lost() const { return lease_lost_.load(); }
   // Binds that answered ambiguously but were found committed by reading the pod back.
   int64_t confirmed_by_read() const { return confirmed_by_read_.load(); }
   // Failed calls (each attempt: error answers and transport failures), for
@@ -86,6 +104,7 @@ class ApiBinder : public Binder {
   const ApiBinderOptions options_;
   std::atomic<int64_t> attempts_{0};
   std::atomic<int64_t> not_sent_{0};
+  std::atomic<int64_t> lease_lost_{0};
   std::atomic<int64_t> confirmed_by_read_{0};
   std::atomic<int64_t> bind_errors_{0};
   std::atomic<int64_t> get_errors_{0};

@@ -44,6 +44,8 @@ constexpr absl::string_view kErrorPayloadUrl = "type.googleapis.com/gse.KubeErro
 constexpr absl::string_view kRetryAfterPayloadUrl = "type.googleapis.com/gse.RetryAfter";
 // KubeError reason of a write the limiter could not send in time (IsNotSent).
 constexpr absl::string_view kNotSentReason = "NotSent";
+// KubeError reason of a write its WriteDeadline::may_send kept from being sent (IsFenced).
+constexpr absl::string_view kFencedReason = "Fenced";
 constexpr size_t kMaxBodyBytes = 256u << 20;    // a list page or a single object
 constexpr size_t kMaxWatchLineBytes = 64u << 20;  // one watch event
 constexpr size_t kMaxErrorBodyBytes = 64u << 10;
@@ -234,6 +236,11 @@ KubeError KubeErrorOf(const absl::Status& status) {
 bool IsNotSent(const absl::Status& status) {
   KubeError e = KubeErrorOf(status);
   return e.http_code == 0 && e.reason == kNotSentReason;
+}
+
+bool IsFenced(const absl::Status& status) {
+  KubeError e = KubeErrorOf(status);
+  return e.http_code == 0 && e.reason == kFencedReason;
 }
 
 bool IsExpired(const absl::Status& status) {
@@ -737,6 +744,12 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
     }
   }
   for (int attempt = 0;; ++attempt) {
+    if (body != nullptr && deadline.may_send && !deadline.may_send()) {
+      return WithKubeError(
+          absl::FailedPreconditionError(
+              absl::StrCat(what, ": not sent: the writer may no longer write (fenced)")),
+          0, kFencedReason, "the writer may no longer write");
+    }
     std::unique_ptr<httplib::ClientImpl> c = pool_->Take();
     if (!c) c = NewConnection(read_timeout);
     SetTimeout(*c, read_timeout, /*read=*/true);

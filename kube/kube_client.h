@@ -100,6 +100,10 @@ struct WriteDeadline {
   absl::Time send_by = absl::InfiniteFuture();
   // The exchange's read timeout is cut so that it ends by then.
   absl::Time answer_by = absl::InfiniteFuture();
+  // Fencing: when set, asked right before the write goes on the wire (after the limiter's
+  // turn, and before a resend); false: the write is not sent, IsFenced(). Must be cheap and
+  // callable from the writing thread (ApiBinder passes LeaderElector::LeaseValid).
+  std::function<bool()> may_send;
 };
 
 // An API failure as the server described it. http_code 0 = transport failure (no response).
@@ -118,6 +122,9 @@ bool IsExpired(const absl::Status& status);
 // True when a write was never sent: the write limiter could not send it by its send_by. Such
 // a call is definitely not applied and is not an API error (KubeError reason "NotSent").
 bool IsNotSent(const absl::Status& status);
+// True when a write was never sent because its WriteDeadline::may_send said no (KubeError
+// reason "Fenced"): definitely not applied, not an API error.
+bool IsFenced(const absl::Status& status);
 // Builds the status for a decoded v1.Status body (exposed for the watch ERROR event).
 absl::Status StatusFromKubeStatus(absl::string_view what, int http_code, absl::string_view body);
 

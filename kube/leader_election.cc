@@ -109,6 +109,21 @@ bool LeaderElector::IsLeader() const {
   return leading_;
 }
 
+bool LeaderElector::LeaseValid() const {
+  // Fencing hot path (every binding POST): one relaxed-enough load, no lock.
+  return absl::ToUnixNanos(absl::Now()) < valid_until_ns_.load(std::memory_order_acquire);
+}
+
+absl::Time LeaderElector::lease_valid_until() const {
+  const int64_t ns = valid_until_ns_.load(std::memory_order_acquire);
+  return ns == INT64_MIN ? absl::InfinitePast() : absl::FromUnixNanos(ns);
+}
+
+void LeaderElector::SetValidUntil(absl::Time until) {
+  valid_until_ns_.store(until == absl::InfinitePast() ? INT64_MIN : absl::ToUnixNanos(until),
+                        std::memory_order_release);
+}
+
 int64_t LeaderElector::acquisitions() const {
   absl::MutexLock lock(&mu_);
   return stats_.acquisitions;
@@ -165,6 +180,8 @@ absl::Duration LeaderElector::CallTimeout() const {
 }
 
 void LeaderElector::SetLeading(bool leading) {
+  // Fencing: a replica that stops leading stops writing as the leader before anyone is told.
+  if (!leading) SetValidUntil(absl::InfinitePast());
   std::string detail;
   {
     absl::MutexLock lock(&mu_);
@@ -222,6 +239,7 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
       return Outcome::kFailed;
     }
     observed_record_.clear();
+    last_write_start_ = now;
     // No record to replace: nobody led before (or the Lease was deleted); nothing to measure.
     SetHolder(identity_);
     return Outcome::kHeld;
@@ -286,6 +304,7 @@ LeaderElector::Outcome LeaderElector::TryAcquireOrRenew(bool leading) {
     // happen between two of our polls: it was written after observed_after_.
     pending_leaderless_ = absl::Now() - observed_after_;
   }
+  last_write_start_ = now;
   SetHolder(identity_);
   return Outcome::kHeld;
 }
@@ -330,7 +349,11 @@ void LeaderElector::Run() {
     Outcome outcome = TryAcquireOrRenew(leading);
     absl::Time now = absl::Now();
     if (outcome == Outcome::kHeld) {
-      last_renew = now;
+      // Measured from the write's start (its renewTime), not from its answer: a follower
+      // counts from when it saw the write, which is later, so this replica's renew deadline
+      // (and its fencing, LeaseValid) ends before any follower may take over.
+      last_renew = last_write_start_;
+      SetValidUntil(last_renew + options_.renew_deadline);
       SetLeading(true);
     } else if (leading) {
       if (outcome == Outcome::kHeldByOther) {
@@ -366,6 +389,8 @@ void LeaderElector::Run() {
     }
   }
   if (IsLeader()) {
+    // No write as the leader may go out once the release can let a follower in.
+    SetValidUntil(absl::InfinitePast());
     if (options_.release_on_stop) Release();
     SetLeading(false);
     SetHolder("");

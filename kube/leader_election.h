@@ -18,10 +18,23 @@
 //    down before any follower may take over). on_change(false) is called right then.
 //  * Stop() releases a held lease (holder cleared) so a follower takes over without waiting
 //    for expiry, then calls on_change(false).
+//  * Fencing (issue 12): LeaseValid() says whether this replica may still write as the leader,
+//    judged on its own clock: until the start of its last successful acquisition or renewal
+//    (the renewTime that write carried, taken before its GET and PUT were sent) plus
+//    renew_deadline. A follower takes over no earlier than lease_duration after it *saw* that
+//    write, which came after its start, and lease_duration > renew_deadline; so while
+//    LeaseValid() is true no other replica can hold the Lease (up to clock-rate drift within
+//    the lease_duration - renew_deadline margin). It turns false at once when the elector
+//    steps down (another holder, renewals failing), before it releases the Lease in Stop(),
+//    and never turns true again before a new successful write. The leader steps down at the
+//    same instant the validity ends. Writes that must not outlive the leadership (binds:
+//    kube/api_binder.h) check it immediately before they are sent.
 //  * It reports who leads as far as it can see (holder(): the Lease's holderIdentity while
 //    that record is unexpired on our clock, "" otherwise), and counts its own transitions and
 //    how long the lease had no live holder before each of its acquisitions (stats()).
 //  * Thread-safe; callbacks run on the elector's thread and must not block for long.
+//    LeaseValid() and lease_valid_until() take no lock (one atomic load and a clock read) and
+//    may be called from any thread at any rate, callbacks included.
 #ifndef GSE_KUBE_LEADER_ELECTION_H_
 #define GSE_KUBE_LEADER_ELECTION_H_
 
@@ -84,6 +97,12 @@ class LeaderElector {
   void Start();
   void Stop();
   bool IsLeader() const;
+  // True while the last successful acquisition or renewal started less than renew_deadline
+  // ago on this replica's clock and the elector has not stepped down since (see Fencing).
+  // Lock-free.
+  bool LeaseValid() const;
+  // The instant LeaseValid() turns false (InfinitePast when not leading). Lock-free.
+  absl::Time lease_valid_until() const;
   const std::string& identity() const { return identity_; }
   // Times this elector became leader (tests, metrics).
   int64_t acquisitions() const;
@@ -101,6 +120,7 @@ class LeaderElector {
   Outcome TryAcquireOrRenew(bool leading);
   void Release();
   void SetLeading(bool leading);
+  void SetValidUntil(absl::Time until);
   void SetHolder(const std::string& holder);
   void Log(const std::string& event, const std::string& detail) const;
   std::string LeasePath(bool collection) const;
@@ -128,6 +148,11 @@ class LeaderElector {
   LeadershipStats stats_ ABSL_GUARDED_BY(mu_);
   std::string holder_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> lease_errors_{0};
+  // lease_valid_until() in Unix nanoseconds; written only by the elector thread (Run), read
+  // lock-free by any thread. INT64_MIN: not valid.
+  std::atomic<int64_t> valid_until_ns_{INT64_MIN};
+  // Start (renewTime) of the last successful write of the Lease (elector thread only).
+  absl::Time last_write_start_ = absl::InfinitePast();
   std::thread thread_;
 };
 

@@ -3,6 +3,7 @@
 // of ambiguous failures, and a bind that timed out but committed.
 #include "kube/api_binder.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -248,6 +249,82 @@ TEST_F(ApiBinderTest, BindWithoutATurnBeforeItsDeadlineSendsNothing) {
   EXPECT_EQ(binder.not_sent(), 1);
   EXPECT_EQ(binder.bind_errors(), 0);
   EXPECT_EQ(Pod("team-a/paced-1").node, "");
+}
+
+// Fencing (issue 12): a leader whose Lease is no longer valid on its own clock sends no
+// binding. The first attempt gets a 503 (it may have committed: ambiguous); before the retry
+// the Lease turns invalid, so the retry is not sent; the pod read back pending (the 503 was
+// answered) makes the outcome a definite "not bound", reported as fenced.
+TEST_F(ApiBinderTest, RetryIsNotSentOnceTheLeaseIsNoLongerValid) {
+  FakeApiServer::Fault unavailable;
+  unavailable.method = "POST";
+  unavailable.path_contains = "/binding";
+  unavailable.status = 503;
+  fake_.AddFault(unavailable);
+  std::atomic<int> checks{0};
+  ApiBinderOptions o;
+  o.deadline = absl::Seconds(4);
+  o.attempt_timeout = absl::Seconds(2);
+  o.retry_backoff = absl::Milliseconds(20);
+  // Valid for the first POST only: the elector stepped down between the two attempts.
+  o.lease_valid = [&checks] { return checks.fetch_add(1) == 0; };
+  ApiBinder binder(client_.get(), o);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  EXPECT_EQ(r.outcome, BindOutcome::kNotBound) << r.status;
+  EXPECT_TRUE(IsFenced(r.status)) << r.status;
+  EXPECT_FALSE(IsNotSent(r.status));
+  EXPECT_THAT(r.status.message(), HasSubstr("Lease is no longer valid"));
+  EXPECT_THAT(r.status.message(), HasSubstr("after 1 attempt, the last:"));  // the 503
+  EXPECT_EQ(checks.load(), 2);  // asked before each POST
+  EXPECT_EQ(fake_.RequestCount("POST", "/binding"), 1);  // no second POST
+  EXPECT_EQ(binder.attempts(), 1);
+  EXPECT_EQ(binder.lease_lost(), 1);
+  EXPECT_EQ(binder.bind_errors(), 1);  // the 503 only; the fenced retry is no API error
+  EXPECT_EQ(Pod("team-a/nb-1").node, "");
+}
+
+// The same when the first attempt's answer was lost (it may still commit): the read-back
+// cannot tell, so the outcome stays unknown (the holding is kept), never "not bound".
+TEST_F(ApiBinderTest, FencedRetryAfterAnUnansweredAttemptStaysUnknown) {
+  FakeApiServer::Fault held;
+  held.method = "POST";
+  held.path_contains = "/binding";
+  held.hold = true;
+  fake_.AddFault(held);
+  std::atomic<int> checks{0};
+  ApiBinderOptions o;
+  o.deadline = absl::Seconds(3);
+  o.attempt_timeout = absl::Milliseconds(500);
+  o.retry_backoff = absl::Milliseconds(20);
+  o.lease_valid = [&checks] { return checks.fetch_add(1) == 0; };
+  ApiBinder binder(client_.get(), o);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  fake_.ReleaseHeld();
+  EXPECT_EQ(r.outcome, BindOutcome::kUnknown) << r.status;
+  EXPECT_EQ(binder.attempts(), 1);
+  EXPECT_EQ(binder.lease_lost(), 1);
+}
+
+TEST_F(ApiBinderTest, BindWithAnInvalidLeaseSendsNothing) {
+  ApiBinderOptions o;
+  o.lease_valid = [] { return false; };
+  ApiBinder binder(client_.get(), o);
+  const BindResult r = binder.Bind(Nb1(), kAnnotations);
+  EXPECT_EQ(r.outcome, BindOutcome::kNotBound);
+  EXPECT_TRUE(IsFenced(r.status)) << r.status;
+  EXPECT_THAT(r.status.message(), HasSubstr("binding POST not sent"));
+  EXPECT_EQ(fake_.RequestCount("POST", "/binding"), 0);
+  EXPECT_EQ(fake_.RequestCount("GET", "/pods/nb-1"), 0);  // nothing to read back either
+  EXPECT_EQ(binder.attempts(), 0);
+  EXPECT_EQ(binder.lease_lost(), 1);
+  EXPECT_EQ(binder.bind_errors(), 0);
+  EXPECT_EQ(Pod("team-a/nb-1").node, "");
+  // A valid lease binds as before.
+  ApiBinderOptions valid;
+  valid.lease_valid = [] { return true; };
+  ApiBinder leader(client_.get(), valid);
+  EXPECT_TRUE(leader.Bind(Nb1(), kAnnotations).bound());
+  EXPECT_EQ(leader.lease_lost(), 0);
 }
 
 TEST_F(ApiBinderTest, TooManyRequestsIsRetriedAfterTheServersRetryAfter) {

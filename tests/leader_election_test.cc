@@ -153,6 +153,7 @@ TEST_F(LeaderElectionTest, LeaderThatSeesAnotherHolderStopsAtOnce) {
   absl::Time taken = absl::Now();
   ASSERT_TRUE(Eventually([&] { return !a->IsLeader(); }, absl::Seconds(1)));
   EXPECT_LT(absl::Now() - taken, absl::Milliseconds(400));  // the next renewal, ~200 ms
+  EXPECT_FALSE(a->LeaseValid());  // fenced at once, long before its renew deadline
   // IsLeader() turns false before on_change runs (outside the elector's lock): wait for it.
   EXPECT_TRUE(Eventually([&] { return Changes().back() == "extender-a-"; }, absl::Seconds(1)));
   a->Stop();
@@ -182,6 +183,67 @@ TEST_F(LeaderElectionTest, LeaderThatCannotRenewStepsDownBeforeTheLeaseExpires) 
   fake_.ClearFaults();
   ASSERT_TRUE(Eventually([&] { return a->IsLeader(); }, absl::Seconds(3)));  // and it comes back
   a->Stop();
+}
+
+// Fencing (issue 12): while renewals fail, the Lease stays valid for binds until the start of
+// the last successful renewal (the renewTime it wrote) plus the renew deadline, on this
+// replica's clock, and no longer: the leader steps down then, and a follower may take over
+// only a lease duration after it saw that renewal.
+TEST_F(LeaderElectionTest, LeaseValidityEndsAtTheLastRenewalsStartPlusTheRenewDeadline) {
+  auto a = Elector("extender-a");
+  EXPECT_FALSE(a->LeaseValid());  // not started: never valid
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader() && a->LeaseValid(); }, absl::Seconds(2)));
+  FakeApiServer::Fault down;
+  down.path_contains = "/leases";
+  down.times = -1;
+  down.status = 503;
+  fake_.AddFault(down);
+  // Sample validity against the clock until the elector steps down: every sample taken
+  // wholly before the end must say valid, every sample taken wholly after it must not.
+  absl::Time end = absl::InfinitePast();  // the last end seen while it led
+  int samples_before_end = 0;
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < give_up) {
+    const bool leading = a->IsLeader();
+    const absl::Time until = a->lease_valid_until();
+    const absl::Time t1 = absl::Now();
+    const bool valid = a->LeaseValid();
+    const absl::Time t2 = absl::Now();
+    // A renewal (one in flight when the fault was added) or the step-down may move the end
+    // meanwhile: such a sample says nothing.
+    if (a->lease_valid_until() != until) continue;
+    if (until != absl::InfinitePast()) end = until;
+    if (until != absl::InfinitePast() && t2 < until) {
+      ASSERT_TRUE(valid) << "invalid " << absl::FormatDuration(until - t2) << " before the end";
+      ++samples_before_end;
+    } else if (t1 >= until) {
+      ASSERT_FALSE(valid) << "valid " << absl::FormatDuration(t1 - until) << " after the end";
+    }
+    if (!leading) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_FALSE(a->IsLeader()) << "renewals failed for 5 s and it still leads";
+  EXPECT_FALSE(a->LeaseValid());
+  EXPECT_EQ(a->lease_valid_until(), absl::InfinitePast());  // stepped down: invalid for good
+  EXPECT_GT(samples_before_end, 0);
+  EXPECT_GE(a->lease_errors(), 1);
+  EXPECT_TRUE(Eventually([&] { return Changes().back() == "extender-a-"; }, absl::Seconds(1)));
+  // The end was the last successful renewal's start — the renewTime the Lease still holds,
+  // written with microseconds — plus the renew deadline (600 ms): not the moment its answer
+  // came. A follower counts its lease duration (1 s) from when it saw that write, later.
+  absl::Time last_renewal;
+  std::string error;
+  ASSERT_TRUE(absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", Lease()["spec"]["renewTime"].GetString(),
+                              &last_renewal, &error))
+      << error;
+  EXPECT_GE(end - (last_renewal + absl::Milliseconds(600)), absl::ZeroDuration());
+  EXPECT_LT(end - (last_renewal + absl::Milliseconds(600)), absl::Microseconds(1));
+  fake_.ClearFaults();
+  // It comes back, valid again.
+  ASSERT_TRUE(Eventually([&] { return a->IsLeader() && a->LeaseValid(); }, absl::Seconds(3)));
+  a->Stop();
+  EXPECT_FALSE(a->LeaseValid());  // released: never valid after Stop
 }
 
 TEST_F(LeaderElectionTest, StaleLeaseUpdateIsAConflict) {

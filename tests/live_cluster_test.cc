@@ -636,6 +636,51 @@ TEST_F(LiveClusterTest, TakeOverWithALaggingWatchDecidesOnlyAfterAFreshList) {
   EXPECT_EQ(audit.bound_with_assignment, 7);
 }
 
+// Issue 12 (fencing): a leader whose renewals fail while one of its binds is retrying (the
+// API server answers 503) sends no further binding POST once its Lease is no longer valid on
+// its own clock; the bind, already past the readiness check, answers "not bound" naming the
+// Lease, and nothing is bound.
+TEST_F(LiveClusterTest, BindRetryingWhenTheLeaseLapsesSendsNoFurtherPost) {
+  LiveClusterOptions o = TestOptions(kubeconfig_, true, "extender-a");
+  o.binder.deadline = absl::Seconds(4);  // retries outlast the renew deadline (600 ms)
+  o.binder.attempt_timeout = absl::Seconds(1);
+  auto a = StartExtender(std::move(o));
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(Eventually([&] { return a->service->Ready(); }, absl::Seconds(5)));
+  Pod(fake_, "team-b", "fenced", {{kShared, "1"}});
+  FakeApiServer::Fault unavailable;
+  unavailable.method = "POST";
+  unavailable.path_contains = "/binding";
+  unavailable.status = 503;
+  unavailable.times = -1;
+  fake_.AddFault(unavailable);
+  Attempt attempt;
+  std::thread scheduler([&] { attempt = ScheduleOnce(*a->service, fake_, "team-b", "fenced"); });
+  const bool retrying = Eventually([&] { return fake_.RequestCount("POST", "/binding") >= 1; },
+                                   absl::Seconds(3));
+  FakeApiServer::Fault lease_down;
+  lease_down.path_contains = "/leases";
+  lease_down.status = 503;
+  lease_down.times = -1;
+  fake_.AddFault(lease_down);
+  scheduler.join();
+  ASSERT_TRUE(retrying);
+  EXPECT_FALSE(a->live->leader());
+  const int64_t posts = fake_.RequestCount("POST", "/binding");
+  EXPECT_FALSE(attempt.bound());
+  EXPECT_THAT(attempt.bind_error, HasSubstr("Lease is no longer valid"));
+  fake_.ClearFaults();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(fake_.RequestCount("POST", "/binding"), posts);  // nothing sent after the answer
+  bool seen = false;
+  for (const testing::PodView& p : fake_.Pods()) {
+    if (p.key != "team-b/fenced") continue;
+    seen = true;
+    EXPECT_EQ(p.node, "") << "bound although its leader's Lease had lapsed";
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST_F(LiveClusterTest, ConnectErrorsNameWhatIsWrong) {
   Mirror mirror(std::make_shared<const Catalog>(Catalog::BuiltIn()), MirrorOptions());
   auto missing = LiveCluster::Connect(TestOptions("/nonexistent/kubeconfig"), &mirror);

@@ -249,7 +249,7 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
   int time_sliced = 0;
   for (const Offering& o : Catalog::BuiltIn().offerings()) {
     for (const char* outcome : {"bound", "unit_taken", "quota", "no_fit", "api_error",
-                                "api_unknown", "client_throttled"}) {
+                                "api_unknown", "client_throttled", "lease_lost"}) {
       EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", o.resource}, {"outcome", outcome}}), 0)
           << o.resource << " " << outcome;
     }
@@ -268,7 +268,8 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
   }
   EXPECT_GT(time_sliced, 0);
   for (const char* outcome : {"not_synced", "not_leader", "unknown_pod", "bad_request",
-                              "api_error", "api_unknown", "client_throttled", "overloaded"}) {
+                              "api_error", "api_unknown", "client_throttled", "lease_lost",
+                              "overloaded"}) {
     EXPECT_EQ(Sample(text, "gse_bind_total", {{"offering", "none"}, {"outcome", outcome}}), 0) << outcome;
   }
   for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
