@@ -169,7 +169,7 @@ class DepthLimitedHandler {
  public:
   // `escapes`: the text holds a backslash. Without one no string can hold a character that
   // JSON must escape ('"' and '\\' only arrive escaped, raw control characters are refused),
-  // so list elements need no check.
+  // so list elements need no check, and no string can hold an unpaired surrogate.
   // `length`: of the text, to size the list once (an element takes at least 3 bytes, a node
   // name with its quotes and comma usually 8 or more).
   DepthLimitedHandler(rapidjson::Document& doc, StringListMember* list, bool escapes,
@@ -177,6 +177,7 @@ class DepthLimitedHandler {
       : doc_(doc), list_(list), escapes_(escapes), length_(length), tap_(tap) {}
 
   bool too_deep() const { return too_deep_; }
+  bool unpaired_surrogate() const { return unpaired_surrogate_; }
 
   bool Null() { return Diverted() ? Take(kNull) : (Note(kNull) && doc_.Null()); }
   bool Bool(bool b) { return Diverted() ? Take(kBoolean) : (Note(kBoolean) && doc_.Bool(b)); }
@@ -191,12 +192,14 @@ class DepthLimitedHandler {
     return Diverted() ? Take(kNumber) : (Note(kNumber) && doc_.RawNumber(s, n, copy));
   }
   bool String(const char* s, SizeType n, bool copy) {
+    if (!Character(s, n)) return false;
     if (list_state_ == kInList) return Collect(s, n);
     if (Diverted()) return Take(kString);
     if (tap_ != nullptr) tap_->Value(depth_, false, false, false, s, n, true);
     return doc_.String(s, n, copy);
   }
   bool Key(const char* s, SizeType n, bool copy) {
+    if (!Character(s, n)) return false;
     if (tap_ != nullptr) tap_->Key(depth_, absl::string_view(s, n));
     if (list_ != nullptr && depth_ == 1 && absl::string_view(s, n) == list_->key) {
       if (list_seen_) return Fail(absl::StrCat(list_->key, ": given twice"));
@@ -292,6 +295,22 @@ class DepthLimitedHandler {
     return false;
   }
 
+  // RapidJSON decodes a "\\uDC00" escape that follows no high surrogate into the 3-byte form
+  // of the surrogate code point (ED B0 80), which is not UTF-8: a name holding it would be
+  // written back out (/debug/state, logs, annotations) as invalid text. Such a string names
+  // no character, so the document is refused. Only an escape can produce these bytes (raw
+  // text was checked as UTF-8 first).
+  bool Character(const char* s, SizeType n) {
+    if (!escapes_) return true;
+    for (SizeType i = 0; i + 1 < n; ++i) {
+      if (static_cast<unsigned char>(s[i]) == 0xED && static_cast<unsigned char>(s[i + 1]) >= 0xA0) {
+        unpaired_surrogate_ = true;
+        return false;
+      }
+    }
+    return true;
+  }
+
   bool Enter() {
     if (++depth_ > kMaxJsonDepth) {
       too_deep_ = true;
@@ -307,6 +326,7 @@ class DepthLimitedHandler {
   IdentityTap* const tap_;
   int depth_ = 0;
   bool too_deep_ = false;
+  bool unpaired_surrogate_ = false;
   ListState list_state_ = kNone;
   bool list_seen_ = false;
   SizeType diverted_members_ = 0;
@@ -371,14 +391,15 @@ absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
   rapidjson::Reader reader;
   rapidjson::ParseResult result;
   bool too_deep = false;
+  bool unpaired_surrogate = false;
   auto generator = [&](rapidjson::Document& target) {
     std::optional<IdentityTap> tap;
     if (identities != nullptr) tap.emplace(identities);
-    DepthLimitedHandler handler(
-        target, list, list != nullptr && std::memchr(text, '\\', length) != nullptr, length,
-        tap ? &*tap : nullptr);
+    DepthLimitedHandler handler(target, list, std::memchr(text, '\\', length) != nullptr, length,
+                                tap ? &*tap : nullptr);
     result = reader.Parse<kLimitedFlags>(stream, handler);
     too_deep = handler.too_deep();
+    unpaired_surrogate = handler.unpaired_surrogate();
     return !result.IsError();
   };
   doc.SetNull();
@@ -386,6 +407,12 @@ absl::Status ParseStreamLimited(const char* text, Stream& stream, size_t length,
   if (list != nullptr && !list->error.ok()) {
     doc.SetNull();
     return list->error;
+  }
+  if (unpaired_surrogate) {
+    doc.SetNull();
+    // The reader has read the whole string when it hands it over: point at its end.
+    return InvalidJsonAt(result.Offset() > 0 ? result.Offset() - 1 : 0,
+                         "a \\u escape of an unpaired UTF-16 surrogate (names no character)");
   }
   if (too_deep) {
     // The reader has taken the refused '[' or '{' when it asks the handler: point at it.

@@ -206,6 +206,28 @@ TEST(StrictJsonTest, EveryDecoderRefusesControlCharactersTrailingGarbageAndBadUt
 
 std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
+// "\uDC00" without a high surrogate before it names no character; RapidJSON would decode it
+// into bytes that are not UTF-8, and a name holding them would be written back out as invalid
+// JSON (/debug/state; found by snapshot_fuzz). Paired surrogates are one character and pass.
+TEST(StrictJsonTest, UnpairedSurrogateEscapesAreRefusedInKeysValuesAndLists) {
+  rapidjson::Document doc;
+  for (const char* text : {R"({"name":"a\uDC00"})", R"({"\uDFFF":1})", R"(["\uDC00x"])",
+                           R"({"x":["ok","\udc00"]})"}) {
+    const absl::Status s = ParseJsonLimited(text, doc);
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("unpaired UTF-16 surrogate")) << text;
+    EXPECT_TRUE(doc.IsNull()) << text;
+    std::string insitu = text;
+    EXPECT_FALSE(ParseJsonInSituLimited(insitu.data(), insitu.size(), doc).ok()) << text;
+  }
+  // A lone high surrogate is RapidJSON's own error; a pair is one character (U+1F600).
+  EXPECT_FALSE(ParseJsonLimited(R"({"name":"\uD83D"})", doc).ok());
+  ASSERT_TRUE(ParseJsonLimited(R"({"name":"\uD83D\uDE00 \u00e9"})", doc).ok());
+  EXPECT_EQ(std::string(doc["name"].GetString()), "\xF0\x9F\x98\x80 \xC3\xA9");
+  // Through a decoder of outside input: refused, naming the reason.
+  EXPECT_THAT(ErrorOf(DecodeObjects(R"({"kind":"NodeList","items":[{"metadata":{"name":"n\udc00"}}]})")),
+              ::testing::HasSubstr("unpaired UTF-16 surrogate"));
+}
+
 TEST(ParseLimitsTest, DepthLimitIsExact) {
   rapidjson::Document doc;
   EXPECT_TRUE(ParseJsonLimited(Nested(kMaxJsonDepth), doc).ok());
