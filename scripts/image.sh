@@ -43,9 +43,18 @@ export CONTAINERS_CONF="$work/containers.conf"
 # ---- base images: debian:bookworm (build stage) from debootstrap ---------------------------
 base=docker.io/library/debian:bookworm
 if ! podman image exists "$base"; then
-  mirror=$( (grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}';
-             grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}') |
-            grep -v security | head -1)
+  # Only the source files that exist: a machine with deb822 sources alone has no sources.list,
+  # and a grep of a missing file would end the script here (set -e, pipefail) without a word.
+  sources=()
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
+    if [[ -f "$f" ]]; then sources+=("$f"); fi
+  done
+  mirror=""
+  if ((${#sources[@]})); then
+    # deb822 "URIs: URL" or one-line "deb [options] URL suite ...": the first http(s) field.
+    mirror=$(awk '/^URIs:/ || /^deb / {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; break}}' \
+               "${sources[@]}" | grep -v security | head -1 || true)
+  fi
   [[ -n "$mirror" ]] || { echo "image: no Debian mirror in this machine's apt sources" >&2; exit 1; }
   rootfs="$work/bookworm-rootfs"
   rm -rf "$rootfs"
