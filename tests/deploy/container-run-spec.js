@@ -1,5 +1,5 @@
 // Turns one container of a rendered workload (`kubectl kustomize` output) into the way
-// tests/image_test.sh runs its image, so that the image is tested exactly as the manifests run
+// tests/image_check.sh runs its image, so that the image is tested exactly as the manifests run
 // it: user and group ids, read-only root filesystem, dropped capabilities, no privilege
 // escalation, the args, and the volumes (ConfigMaps written out from the rendered manifest,
 // emptyDirs as tmpfs, hostPaths to directories the test provides).
@@ -8,8 +8,10 @@
 //        --container NAME --hostpath-root DIR --configmap-root DIR
 //
 // Prints JSON: {image, podmanArgs: [...], args: [...], ports: {name: port}, preStop: [...],
-// probes: {liveness, readiness}, runAsUser, runAsGroup}. podmanArgs are `podman run` options
-// (without the image); the caller adds the image and `args`. Exits 2 with a message naming the
+// probes: {liveness, readiness}, runAsUser, runAsGroup, fieldEnv: {NAME: fieldPath},
+// hostPaths: [{name, hostPath, mountPath, readOnly}], hostNetwork, serviceAccountToken}.
+// podmanArgs are `podman run` options (without the image); the caller adds the image and
+// `args`. Exits 2 with a message naming the
 // field when the manifest lacks what the images rely on (e.g. a securityContext).
 import fs from "node:fs";
 import path from "node:path";
@@ -54,6 +56,7 @@ if (sc.allowPrivilegeEscalation === false) podmanArgs.push("--security-opt=no-ne
 if (sc.privileged === true) podmanArgs.push("--privileged");
 if (podSc.fsGroup !== undefined) podmanArgs.push(`--group-add=${podSc.fsGroup}`);
 
+const hostPaths = [];
 const volumes = Object.fromEntries((podSpec.volumes || []).map((v) => [v.name, v]));
 for (const m of container.volumeMounts || []) {
   const v = volumes[m.name];
@@ -73,6 +76,7 @@ for (const m of container.volumeMounts || []) {
     const dir = path.join(hostPathRoot, v.hostPath.path);
     fs.mkdirSync(dir, { recursive: true });
     podmanArgs.push(`--volume=${dir}:${m.mountPath}${ro}`);
+    hostPaths.push({ name: m.name, hostPath: v.hostPath.path, mountPath: m.mountPath, readOnly: !!m.readOnly });
   } else if (v.projected || v.secret) {
     // Service account tokens and Secrets: the test runs outside a cluster and provides none.
     continue;
@@ -80,8 +84,13 @@ for (const m of container.volumeMounts || []) {
     fail(`${where}: volume ${m.name}: kind not handled by the image test`);
   }
 }
+// Downward-API variables (valueFrom.fieldRef) are left to the caller, which knows what the
+// pod's fields would be (e.g. spec.nodeName): {NAME: "spec.nodeName"}.
+const fieldEnv = {};
 for (const e of container.env || []) {
   if (e.value !== undefined) podmanArgs.push(`--env=${e.name}=${e.value}`);
+  else if (e.valueFrom && e.valueFrom.fieldRef) fieldEnv[e.name] = e.valueFrom.fieldRef.fieldPath;
+  else fail(`${where}: env ${e.name}: neither a value nor a fieldRef, not handled by the image test`);
 }
 
 const ports = Object.fromEntries((container.ports || []).map((p) => [p.name || String(p.containerPort), p.containerPort]));
@@ -98,5 +107,11 @@ process.stdout.write(
     probes: { liveness: probe(container.livenessProbe), readiness: probe(container.readinessProbe) },
     runAsUser,
     runAsGroup,
+    fieldEnv,
+    hostPaths,
+    hostNetwork: podSpec.hostNetwork === true,
+    // kubelet mounts the service account's token and CA at
+    // /var/run/secrets/kubernetes.io/serviceaccount unless this is false.
+    serviceAccountToken: podSpec.automountServiceAccountToken !== false,
   }) + "\n",
 );
