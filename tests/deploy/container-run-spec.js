@@ -75,7 +75,9 @@ for (const m of container.volumeMounts || []) {
   } else if (v.hostPath) {
     const dir = path.join(hostPathRoot, v.hostPath.path);
     fs.mkdirSync(dir, { recursive: true });
-    podmanArgs.push(`--volume=${dir}:${m.mountPath}${ro}`);
+    // ":ro" (not ",ro": options after the container path start with a colon; with a comma
+    // podman mounts the directory at a path ending in ",ro").
+    podmanArgs.push(`--volume=${dir}:${m.mountPath}${m.readOnly ? ":ro" : ""}`);
     hostPaths.push({ name: m.name, hostPath: v.hostPath.path, mountPath: m.mountPath, readOnly: !!m.readOnly });
   } else if (v.projected || v.secret) {
     // Service account tokens and Secrets: the test runs outside a cluster and provides none.
