@@ -21,7 +21,7 @@ for arg in "$@"; do
 done
 
 BUILD_PACKAGES=(cmake g++ make pkg-config git ca-certificates openssl
-  libcpp-httplib-dev rapidjson-dev libabsl-dev prometheus-cpp-dev libssl-dev
+  ccache libcpp-httplib-dev rapidjson-dev libabsl-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   clang libclang-rt-14-dev)  # clang + libFuzzer and its sanitizer runtimes: the fuzz tree

@@ -3,7 +3,9 @@
 # errors), AddressSanitizer+UndefinedBehaviorSanitizer, and ThreadSanitizer, each in its own
 # build tree. Exits non-zero on the first failure. GSE_TEST_VARIANTS="normal" limits the run;
 # the variant "image" (not in the default run) builds the container images and runs them as
-# the manifests do (tests/image_check.sh, see README "Container images").
+# the manifests do (tests/image_check.sh, see README "Container images"). GSE_TESTS="a_test
+# b_test" builds and runs only those suites in each variant (a developer's quick check; CI runs
+# everything).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -30,6 +32,9 @@ for v in $variants; do
                   "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "-DGSE_FUZZ_SECONDS=${GSE_FUZZ_SECONDS:-20}") ;;
     *) echo "test: unknown variant $v" >&2; exit 2 ;;
   esac
+  if [[ -n "${GSE_TESTS:-}" && "$v" != fuzz ]]; then
+    target="$GSE_TESTS"; tests=(-R "^($(tr ' ' '|' <<<"$GSE_TESTS"))\$")
+  fi
   echo "=== $v build ($dir)" >&2
   GSE_BUILD_TYPE="$type" GSE_BUILD_TARGET="$target" bash scripts/build.sh "$dir" "${opts[@]}"
   echo "=== $v tests" >&2
