@@ -760,8 +760,21 @@ void BurstRun::Teardown() {
   api_->Stop();
 }
 
-// `base`: the windows without binds next to this level (their mean).
-void PrintLevel(const Level& l, const Percentiles& base, const ExtenderUnderTest& e) {
+// The mean of two windows' percentiles.
+Percentiles MeanOf(const Percentiles& a, const Percentiles& b) {
+  Percentiles m;
+  m.p50_us = (a.p50_us + b.p50_us) / 2;
+  m.p99_us = (a.p99_us + b.p99_us) / 2;
+  return m;
+}
+
+double Ratio(double x, double base) { return base > 0 ? x / base : 0.0; }
+
+// `a`, `b`: the windows without binds next to this level (compared with their mean).
+void PrintLevel(const Level& l, const Level& a, const Level& b, const ExtenderUnderTest& e) {
+  const Percentiles base = MeanOf(a.latency, b.latency);
+  const Percentiles base_reused = MeanOf(a.reused, b.reused);
+  const Percentiles base_cpu = MeanOf(a.cpu, b.cpu);
   std::string outcomes;
   for (const auto& [k, v] : l.outcomes) absl::StrAppend(&outcomes, outcomes.empty() ? "" : ", ", k, " ", v);
   const std::string waited =
@@ -771,14 +784,16 @@ void PrintLevel(const Level& l, const Percentiles& base, const ExtenderUnderTest
               "%.0f ms/s | %.0f binds/s bound, %lld API 429s, %zu %s at most%s, %lld connections dialed | "
               "binds: %s%s\n",
               l.in_flight, l.latency.p50_us, l.latency.p99_us, l.latency.n, l.cpu.p50_us,
-              base.p50_us > 0 ? l.latency.p50_us / base.p50_us : 0.0,
-              base.p99_us > 0 ? l.latency.p99_us / base.p99_us : 0.0, e.CpuLabel(),
+              Ratio(l.latency.p50_us, base.p50_us), Ratio(l.latency.p99_us, base.p99_us), e.CpuLabel(),
               l.extender_cpu_ms_per_s, l.binds_per_s, static_cast<long long>(l.api_429), l.workers,
               e.ThreadsLabel(), waited.c_str(), static_cast<long long>(l.dials),
               outcomes.empty() ? "none" : outcomes.c_str(),
               l.backlog_ran_out ? " (the backlog ran out: fewer binds were in flight)" : "");
-  std::printf("%-20s attempts that dialed: n=%zu p50 %.0f us p99 %.0f us; reused a connection: n=%zu p50 %.0f us p99 %.0f us",
-              "", l.dialed.n, l.dialed.p50_us, l.dialed.p99_us, l.reused.n, l.reused.p50_us, l.reused.p99_us);
+  std::printf("%-20s attempts that dialed: n=%zu p50 %.0f us p99 %.0f us; reused a connection: n=%zu p50 %.0f us "
+              "p99 %.0f us, ratio p50 %.2fx p99 %.2fx; client CPU ratio p50 %.2fx",
+              "", l.dialed.n, l.dialed.p50_us, l.dialed.p99_us, l.reused.n, l.reused.p50_us, l.reused.p99_us,
+              Ratio(l.reused.p50_us, base_reused.p50_us), Ratio(l.reused.p99_us, base_reused.p99_us),
+              Ratio(l.cpu.p50_us, base_cpu.p50_us));
   if (l.lock_wait.n > 0) {
     std::printf("; mirror reader-lock wait (probe) p50 %.1f us p99 %.1f us", l.lock_wait.p50_us,
                 l.lock_wait.p99_us);
@@ -857,20 +872,29 @@ int Main() {
   // 0, N1, 0, N2, 0, ...: every level between two windows without binds.
   std::vector<Level> quiet = {run.Measure(0)};
   std::vector<Level> levels;
-  auto mean_of = [](const Level& a, const Level& b) {
-    Percentiles m;
-    m.p50_us = (a.latency.p50_us + b.latency.p50_us) / 2;
-    m.p99_us = (a.latency.p99_us + b.latency.p99_us) / 2;
-    return m;
-  };
-  PrintLevel(quiet.back(), quiet.back().latency, run.extender());
+  PrintLevel(quiet.back(), quiet.back(), quiet.back(), run.extender());
   for (const std::string& n : absl::GetFlag(FLAGS_in_flight)) {
     int v = 0;
     (void)absl::SimpleAtoi(n, &v);
     levels.push_back(run.Measure(v));
     quiet.push_back(run.Measure(0));
-    PrintLevel(levels.back(), mean_of(quiet[quiet.size() - 2], quiet.back()), run.extender());
-    PrintLevel(quiet.back(), quiet.front().latency, run.extender());
+    PrintLevel(levels.back(), quiet[quiet.size() - 2], quiet.back(), run.extender());
+    PrintLevel(quiet.back(), quiet.front(), quiet.front(), run.extender());
+  }
+  // One line per level, for comparing runs.
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const Level& l = levels[i];
+    const Percentiles base = MeanOf(quiet[i].latency, quiet[i + 1].latency);
+    const Percentiles reused = MeanOf(quiet[i].reused, quiet[i + 1].reused);
+    const Percentiles cpu = MeanOf(quiet[i].cpu, quiet[i + 1].cpu);
+    std::printf("summary %4d in flight: ratio p50 %.2fx p99 %.2fx | reused connections p50 %.2fx p99 %.2fx | "
+                "client CPU p50 %.2fx | dialed %.0f%% of attempts | %s %.0f vs %.0f ms/s without binds\n",
+                l.in_flight, Ratio(l.latency.p50_us, base.p50_us), Ratio(l.latency.p99_us, base.p99_us),
+                Ratio(l.reused.p50_us, reused.p50_us), Ratio(l.reused.p99_us, reused.p99_us),
+                Ratio(l.cpu.p50_us, cpu.p50_us),
+                l.latency.n > 0 ? 100.0 * static_cast<double>(l.dialed.n) / static_cast<double>(l.latency.n) : 0.0,
+                run.extender().CpuLabel(), l.extender_cpu_ms_per_s,
+                (quiet[i].extender_cpu_ms_per_s + quiet[i + 1].extender_cpu_ms_per_s) / 2);
   }
   double lo = quiet.front().latency.p50_us, hi = lo;
   for (const Level& q : quiet) {
