@@ -53,6 +53,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "extender/elastic_thread_pool.h"
+#include "state/mirror.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
@@ -556,7 +557,11 @@ absl::Status HttpServer::Init() {
     binds.max = static_cast<size_t>(options_.max_concurrent_binds);
     binds.spare = 1;
     binds.idle_timeout = options_.worker_idle_timeout;
-    binds.on_thread_start = [steps = options_.bind_nice] { LowerThisThreadsPriority(steps); };
+    binds.on_thread_start = [steps = options_.bind_nice] {
+      LowerThisThreadsPriority(steps);
+      // Its reservations must not make the verbs wait for a thread the scheduler weighs less.
+      Mirror::YieldToReadersOnThisThread();
+    };
     bind_workers_ = std::make_unique<ElasticThreadPool>(binds);
   }
   svr.set_socket_options([](socket_t sock) {

@@ -40,6 +40,8 @@
 // the answer. Bind workers are started on demand (at most max_concurrent_binds, the binds
 // admitted) and kept while used; a thread cannot lower its nice value again without
 // CAP_SYS_NICE, which is why they are threads of their own and not the connection workers.
+// Their writes to the mirror never queue on its lock (Mirror::YieldToReadersOnThisThread), so
+// that the verbs' reader locks never wait for a deprioritised bind (priority inversion).
 // Thread-safety: Create() and SetVerbHandlerForTesting() before Start(); Stop(), InFlight(),
 // BindsInFlight(), Workers(), port() and the rest from any thread.
 #ifndef GSE_EXTENDER_HTTP_SERVER_H_

@@ -5,6 +5,8 @@
 //   build/bin/bind_burst_bench                      # 500 nodes; 0, 16, 64, 256 binds in flight
 //   build/bin/bind_burst_bench --nodes=40 --level_seconds=0.5 --in_flight=4 --backlog_pods=50
 //       --cost_nodes=0                              # smoke size (ctest; one command line)
+//   build/bin/bind_burst_bench --cost_nodes=0 --extender_cpus=1 --bind_nice=0   # and =10: what
+//       --bind-nice buys when the extender's binds and verbs share one CPU (a CPU limit)
 //
 // How kube-scheduler calls the extender (pkg/scheduler/extender.go, schedule_one.go; see
 // shared/protocol/PROTOCOL.md §2): one scheduling goroutine calls filter, then prioritize,
@@ -122,6 +124,9 @@ ABSL_FLAG(std::string, extender, "process",
           "in_process: the extender inside this process, sharing it with the peers");
 ABSL_FLAG(std::string, extender_binary, GSE_EXTENDER_BINARY, "the gpu-slice-extender binary");
 ABSL_FLAG(int32_t, bind_nice, 10, "the extender's --bind-nice");
+ABSL_FLAG(std::string, extender_cpus, "",
+          "process: run the extender on these CPUs only (taskset -c LIST), as a CPU limit would "
+          "confine it, so that its binds and its verbs compete for the same CPU; empty: any");
 ABSL_FLAG(int32_t, peer_nice, 19,
           "nice steps added to the threads of the API server and kube-scheduler's binders (all "
           "of this process but the scheduling loop): a stand-in for other machines; 0-19");
@@ -461,6 +466,10 @@ class ExtenderProcess : public ExtenderUnderTest {
                 // with the binds, no decision log lines.
                 "--takeover-requeue=false", "--decision-log=off"};
     if (so.http.threads > 0) e->args_.push_back(absl::StrCat("--threads=", so.http.threads));
+    if (const std::string cpus = absl::GetFlag(FLAGS_extender_cpus); !cpus.empty()) {
+      // taskset execs the extender in its own process: the pid stays the extender's.
+      e->args_.insert(e->args_.begin(), {"/usr/bin/taskset", "-c", cpus});
+    }
     std::vector<char*> argv;
     for (std::string& a : e->args_) argv.push_back(a.data());
     argv.push_back(nullptr);

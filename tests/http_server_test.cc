@@ -32,6 +32,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/mirror.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/http_fixture.h"
 #include "testsupport/paths.h"
@@ -733,6 +734,7 @@ TEST(HttpServerExecutionTest, BindsRunAtBindNiceAndTheOtherVerbsAtTheProcessPrio
   for (const int bind_nice : {10, 3, 0}) {
     SCOPED_TRACE(absl::StrCat("bind_nice=", bind_nice));
     std::atomic<int> bind_seen{-100}, filter_seen{-100}, prioritize_seen{-100};
+    std::atomic<bool> bind_yields{false}, filter_yields{true};
     HttpFixtureOptions options;
     options.snapshot_json = ClusterWithCapturedNodes();
     options.http.prefix = kPrefix;
@@ -740,10 +742,12 @@ TEST(HttpServerExecutionTest, BindsRunAtBindNiceAndTheOtherVerbsAtTheProcessPrio
     options.http.bind_nice = bind_nice;
     options.verb_overrides["bind"] = [&](std::string) {
       bind_seen.store(ThisThreadsNice());
+      bind_yields.store(Mirror::ThisThreadYieldsToReaders());
       return VerbResult{200, R"({"Error":""})", "ok"};
     };
     options.verb_overrides["filter"] = [&](std::string) {
       filter_seen.store(ThisThreadsNice());
+      filter_yields.store(Mirror::ThisThreadYieldsToReaders());
       return VerbResult{200, R"({"NodeNames":[],"FailedNodes":{},"Error":""})", "ok"};
     };
     options.verb_overrides["prioritize"] = [&](std::string) {
@@ -760,6 +764,9 @@ TEST(HttpServerExecutionTest, BindsRunAtBindNiceAndTheOtherVerbsAtTheProcessPrio
       r = PostJson(*client, absl::StrCat(kPrefix, "/filter"), Captured("filter-request-nodecache-true.json"));
       ASSERT_TRUE(r && r->status == 200);
       EXPECT_EQ(filter_seen.load(), base) << "a bind lowered its connection worker's priority";
+      // A deprioritised bind never queues on the mirror's lock ahead of the verbs' readers.
+      EXPECT_EQ(bind_yields.load(), bind_nice > 0);
+      EXPECT_FALSE(filter_yields.load());
       r = PostJson(*client, absl::StrCat(kPrefix, "/prioritize"),
                    Captured("prioritize-request-nodecache-true.json"));
       ASSERT_TRUE(r && r->status == 200);
