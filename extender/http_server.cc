@@ -53,9 +53,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "extender/elastic_thread_pool.h"
-#include "state/mirror.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/mirror.h"
 
 namespace gse {
 
