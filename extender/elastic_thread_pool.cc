@@ -54,6 +54,7 @@ void ElasticThreadPool::Enqueue(std::function<void()> task) {
 }
 
 void ElasticThreadPool::Work(int64_t id) {
+  if (options_.on_thread_start) options_.on_thread_start();
   mu_.Lock();
   --starting_;
   while (true) {

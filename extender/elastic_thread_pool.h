@@ -40,6 +40,9 @@ struct ElasticThreadPoolOptions {
   size_t max = 64;   // never more threads than this (at least `warm`, at least 1)
   absl::Duration idle_timeout = absl::Seconds(60);  // extra workers end after this idle
   size_t spare = 4;  // idle workers kept ready beyond the tasks waiting (below `max`)
+  // Run by each worker on its own thread before its first task (e.g. to lower the thread's
+  // CPU priority: HttpServer's bind workers). Empty: nothing.
+  std::function<void()> on_thread_start;
 };
 
 class ElasticThreadPool {

@@ -33,7 +33,10 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -47,10 +50,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "extender/elastic_thread_pool.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/mirror.h"
 
 namespace gse {
 
@@ -355,6 +360,23 @@ int DefaultThreadCount() {
   return std::max(64, 4 * static_cast<int>(hw));
 }
 
+// Bind workers: raises the calling thread's nice value by `steps` (to at most 19). Linux
+// keeps a nice value per thread (setpriority with a thread id), and CFS weighs each thread by
+// it, across the whole process and its cgroup. Raising one's own nice value needs no privilege.
+void LowerThisThreadsPriority(int steps) {
+  const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, tid);
+  if (now == -1 && errno != 0) return;
+  if (setpriority(PRIO_PROCESS, tid, std::min(19, now + steps)) != 0) {
+    static std::atomic<bool> reported{false};
+    if (!reported.exchange(true)) {
+      std::fprintf(stderr, "gpu-slice-extender: --bind-nice: setpriority failed (%s); binds run "
+                   "at the priority of the other verbs\n", std::strerror(errno));
+    }
+  }
+}
+
 void TuneMallocForLargeBodies() {
   // A 5,000-Node filter body is 3.5 MB and its answer as large: at glibc's default thresholds
   // each request mmaps and unmaps them, and every page is faulted in and zeroed again.
@@ -447,6 +469,11 @@ absl::Status HttpServer::Init() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-concurrent-binds=", options_.max_concurrent_binds, ": want 1-65536"));
   }
+  if (options_.bind_nice < 0 || options_.bind_nice > 19) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bind-nice=", options_.bind_nice,
+        ": want 0-19 (how much lower than the other verbs binds run; 0 = the same)"));
+  }
   if (options_.worker_idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker idle timeout must be positive");
   }
@@ -521,6 +548,22 @@ absl::Status HttpServer::Init() {
   pool.max = pool.warm + static_cast<size_t>(options_.max_concurrent_binds);
   pool.idle_timeout = options_.worker_idle_timeout;
   svr.new_task_queue = [this, pool] { return new WorkerQueue(this, pool); };
+  if (options_.bind_nice > 0) {
+    // At most max_concurrent_binds binds are admitted (HandleVerb), so a bind never waits for
+    // a bind worker: one is idle or is started for it. None are kept ready beyond the one
+    // spare: binds come in bursts, and starting a thread costs less than a bind's POST.
+    ElasticThreadPoolOptions binds;
+    binds.warm = 0;
+    binds.max = static_cast<size_t>(options_.max_concurrent_binds);
+    binds.spare = 1;
+    binds.idle_timeout = options_.worker_idle_timeout;
+    binds.on_thread_start = [steps = options_.bind_nice] {
+      LowerThisThreadsPriority(steps);
+      // Its reservations must not make the verbs wait for a thread the scheduler weighs less.
+      Mirror::YieldToReadersOnThisThread();
+    };
+    bind_workers_ = std::make_unique<ElasticThreadPool>(binds);
+  }
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
@@ -790,11 +833,32 @@ void HttpServer::HandleVerb(const httplib::Request& req, httplib::Response& res,
     }
   } in_flight{this, route->label, bind};
   if (metrics_ != nullptr) metrics_->AddRequestsInFlight(route->label, 1);
-  VerbResult result = verb_handlers_.at(route->label)(std::move(body));
+  VerbResult result = bind && bind_workers_ != nullptr
+                          ? BindOnBindWorker(std::move(body))
+                          : verb_handlers_.at(route->label)(std::move(body));
   res.status = result.status;
   res.body = std::move(result.body);
   res.set_header("Content-Type", kJson);
   t_request.outcome = std::move(result.outcome);
+}
+
+VerbResult HttpServer::BindOnBindWorker(std::string body) {
+  VerbResult result;
+  std::exception_ptr error;
+  absl::Notification done;
+  // The connection's worker blocks here (no CPU) until the bind worker has the answer; the
+  // references stay valid because nothing returns before `done`.
+  bind_workers_->Enqueue([&] {
+    try {
+      result = verb_handlers_.at("bind")(std::move(body));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done.Notify();
+  });
+  done.WaitForNotification();
+  if (error) std::rethrow_exception(error);
+  return result;
 }
 
 VerbResult HttpServer::OverloadedBind(std::string body) const {
@@ -911,6 +975,8 @@ HttpServer::~HttpServer() {
   if (!started && port_ > 0) Start();
   Stop();
   Wait();
+  // Every connection worker has ended, so no bind is running or will be enqueued.
+  if (bind_workers_ != nullptr) bind_workers_->Shutdown();
 }
 
 }  // namespace gse

@@ -32,6 +32,16 @@
 // outcome="overloaded", not bound, kube-scheduler retries it) instead of holding a worker. So
 // binds never hold more than max_concurrent_binds workers, and at least `threads` remain for
 // everything else.
+// Not waiting for a worker is not enough on a machine short of CPU: binds also use CPU
+// (decoding, the reservation, the binding POST and its answer), and every runnable thread
+// gets an equal share. With bind_nice > 0 the bind handler runs on a bind worker, a thread of
+// its own whose nice value is raised by bind_nice (CFS gives a nice-10 thread about a tenth of
+// the weight of a nice-0 one), while the connection's worker only reads the request and writes
+// the answer. Bind workers are started on demand (at most max_concurrent_binds, the binds
+// admitted) and kept while used; a thread cannot lower its nice value again without
+// CAP_SYS_NICE, which is why they are threads of their own and not the connection workers.
+// Their writes to the mirror never queue on its lock (Mirror::YieldToReadersOnThisThread), so
+// that the verbs' reader locks never wait for a deprioritised bind (priority inversion).
 // Thread-safety: Create() and SetVerbHandlerForTesting() before Start(); Stop(), InFlight(),
 // BindsInFlight(), Workers(), port() and the rest from any thread.
 #ifndef GSE_EXTENDER_HTTP_SERVER_H_
@@ -52,6 +62,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "extender/elastic_thread_pool.h"
 #include "extender/extender_service.h"
 #include "extender/metrics.h"
 
@@ -78,6 +89,11 @@ struct HttpServerOptions {
   std::string prefix;              // URL prefix of the verbs, normalised by Create()
   int threads = 0;                 // workers kept ready; 0: DefaultThreadCount()
   int max_concurrent_binds = 1024;  // binds served at once (1-65536); more answer "overloaded"
+  // --bind-nice (0-19): bind handlers run on threads of their own whose nice value is this much
+  // above the rest of the process (capped at 19), so that on a busy machine the CPU goes to
+  // filter, prioritize and preempt first. 0: binds run on their connection's worker, at the
+  // process's priority. See "Bind workers" in http_server.cc.
+  int bind_nice = 10;
   // Workers started beyond `threads` end after this long without a connection.
   absl::Duration worker_idle_timeout = absl::Seconds(60);
   size_t max_body_bytes = size_t{64} << 20;
@@ -160,6 +176,7 @@ class HttpServer {
   const std::string& prefix() const { return options_.prefix; }
   int threads() const { return options_.threads; }
   int max_concurrent_binds() const { return options_.max_concurrent_binds; }
+  int bind_nice() const { return options_.bind_nice; }
   // "http://127.0.0.1:8888/prefix" (IPv6 hosts in brackets).
   std::string BaseUrl() const;
 
@@ -183,6 +200,9 @@ class HttpServer {
   void RecordRequest(const std::string& path, int status);
   // The answer to a bind beyond max_concurrent_binds (counted and logged by the service).
   VerbResult OverloadedBind(std::string body) const;
+  // Runs the bind handler on a bind worker (bind_nice > 0) and waits for its answer; an
+  // exception of the handler is rethrown here, on the connection's worker.
+  VerbResult BindOnBindWorker(std::string body);
 
   ExtenderService* const service_;
   ExtenderMetrics* const metrics_;
@@ -199,6 +219,9 @@ class HttpServer {
   mutable absl::Mutex workers_mu_;
   WorkerQueue* workers_ ABSL_GUARDED_BY(workers_mu_) = nullptr;
   std::atomic<bool> stop_requested_{false};
+  // The niced threads that run bind handlers (null when bind_nice is 0). Created by Init(),
+  // shut down by the destructor after every connection worker has ended; internally locked.
+  std::unique_ptr<ElasticThreadPool> bind_workers_;
   absl::Mutex join_mu_;
   std::thread thread_ ABSL_GUARDED_BY(join_mu_);  // started under mu_ before any Wait()
   absl::Mutex mu_;

@@ -89,6 +89,10 @@ ABSL_FLAG(int32_t, max_concurrent_binds, 1024,
           "binds served at once (each holds a worker while it waits for the API server); a "
           "bind beyond this is answered at once as not attempted (not bound; kube-scheduler "
           "retries it); 1-65536");
+ABSL_FLAG(int32_t, bind_nice, 10,
+          "binds run on threads of their own whose nice value is this much higher than the "
+          "rest of the extender's (at most 19), so that on a busy machine filter, prioritize "
+          "and preempt get the CPU first; 0 = binds run at the same priority; 0-19");
 ABSL_FLAG(int64_t, max_body_bytes, int64_t{64} << 20,
           "largest request body accepted (decoded); larger ones get 413");
 ABSL_FLAG(absl::Duration, read_timeout, absl::Seconds(10),
@@ -129,7 +133,7 @@ constexpr int kExitRuntime = 1;
 // Flags in the order --help lists them.
 const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
-    "threads",        "max_concurrent_binds", "max_body_bytes", "read_timeout", "write_timeout",
+    "threads",        "max_concurrent_binds", "bind_nice", "max_body_bytes", "read_timeout", "write_timeout",
     "keep_alive_timeout", "audit_interval", "agent_gate_timeout", "tls_cert",  "tls_key",      "client_ca",
     "project_label",  "quota_file",     "default_quota"};
 
@@ -318,6 +322,12 @@ absl::StatusOr<Config> LoadConfig() {
         absl::StrCat("--max-concurrent-binds=", max_binds, ": want 1-65536"));
   }
   c.http.max_concurrent_binds = max_binds;
+  const int32_t bind_nice = absl::GetFlag(FLAGS_bind_nice);
+  if (bind_nice < 0 || bind_nice > 19) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bind-nice=", bind_nice, ": want 0-19 (0 = binds at the priority of the other verbs)"));
+  }
+  c.http.bind_nice = bind_nice;
   const int64_t max_body = absl::GetFlag(FLAGS_max_body_bytes);
   if (max_body <= 0 || static_cast<uint64_t>(max_body) > kMaxJsonBytes) {
     return absl::InvalidArgumentError(absl::StrCat("--max-body-bytes=", max_body, ": want 1-",

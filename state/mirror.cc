@@ -1,16 +1,45 @@
 // Mirror: ClusterState behind one reader/writer mutex (see mirror.h for the locking contract).
 #include "state/mirror.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/time/clock.h"
 
 namespace gse {
 
+namespace {
+thread_local bool t_yield_to_readers = false;
+}  // namespace
+
+void Mirror::YieldToReadersOnThisThread() { t_yield_to_readers = true; }
+bool Mirror::ThisThreadYieldsToReaders() { return t_yield_to_readers; }
+
+Mirror::WriterLock::WriterLock(absl::Mutex* mu) : mu_(mu) {
+  if (!t_yield_to_readers) {
+    mu_->Lock();
+    return;
+  }
+  // Never queued: a queued writer would hold back new readers until this thread runs.
+  absl::Duration pause = absl::Microseconds(20);
+  for (int tries = 0; !mu_->TryLock(); ++tries) {
+    if (tries < 4) {
+      std::this_thread::yield();
+    } else {
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, absl::Microseconds(500));
+    }
+  }
+}
+
+Mirror::WriterLock::~WriterLock() { mu_->Unlock(); }
+
 absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Chooser& choose) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   // Choice and commit under one writer lock: no other bind can take the chosen capacity in
   // between, and Reserve re-checks the choice anyway (a chooser is only a policy).
   absl::StatusOr<Assignment> chosen = choose(static_cast<const ClusterState&>(state_));
@@ -21,22 +50,22 @@ absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Choo
 }
 
 absl::Status Mirror::Confirm(absl::string_view pod_id) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   return state_.Confirm(pod_id);
 }
 
 bool Mirror::Release(absl::string_view pod_id) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   return state_.Release(pod_id);
 }
 
 bool Mirror::ReleaseReservation(absl::string_view pod_id, const Assignment& a) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   return state_.ReleaseReservation(pod_id, a);
 }
 
 void Mirror::MarkUnconfirmed(absl::string_view pod_id) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   state_.MarkUnconfirmed(pod_id);
 }
 
@@ -94,7 +123,7 @@ std::pair<int, int> Mirror::ExpireAgentWaits(absl::Time now, absl::Duration time
     }
     if (!due) return {0, static_cast<int>(state_.agent_waiting_pods().size())};
   }
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   const int ended = state_.ExpireAgentWaits(now, timeout);
   return {ended, static_cast<int>(state_.agent_waiting_pods().size())};
 }
@@ -112,7 +141,7 @@ void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
   fresh.ApplyBatch(batch);
   const ListedPods listed(batch);
 
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   for (const auto& [id, pod] : state_.pods()) {
     if (fresh.FindPodById(id) != nullptr) continue;  // the list shows it: the list wins
     if (!CarriedOver(pod, listed, listed_at)) continue;

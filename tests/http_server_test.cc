@@ -8,11 +8,13 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -29,6 +32,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "state/mirror.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/http_fixture.h"
 #include "testsupport/paths.h"
@@ -707,6 +711,92 @@ TEST(HttpServerExecutionTest, BindsHoldingEveryPlaceDoNotDelayTheSynchronousVerb
   EXPECT_EQ(f->server().BindsInFlight(), 0);
 }
 
+// The calling thread's nice value as the kernel reports it (/proc/self/task/<tid>/stat,
+// field 19), i.e. what the scheduler weighs the thread by.
+int ThisThreadsNice() {
+  const long tid = syscall(SYS_gettid);
+  std::ifstream in(absl::StrCat("/proc/self/task/", tid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return -100;
+  // After ")": field 3 (state) onwards; the nice value is field 19.
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
+  int nice = -100;
+  if (fields.size() < 17 || !absl::SimpleAtoi(fields[16], &nice)) return -100;
+  return nice;
+}
+
+// --bind-nice: bind handlers run at a lower CPU priority than the verbs kube-scheduler waits
+// for, and the connection that carried a bind serves the next filter at full priority again.
+TEST(HttpServerExecutionTest, BindsRunAtBindNiceAndTheOtherVerbsAtTheProcessPriority) {
+  const int base = ThisThreadsNice();  // the test may itself run under `nice`
+  ASSERT_NE(base, -100);
+  for (const int bind_nice : {10, 3, 0}) {
+    SCOPED_TRACE(absl::StrCat("bind_nice=", bind_nice));
+    std::atomic<int> bind_seen{-100}, filter_seen{-100}, prioritize_seen{-100};
+    std::atomic<bool> bind_yields{false}, filter_yields{true};
+    HttpFixtureOptions options;
+    options.snapshot_json = ClusterWithCapturedNodes();
+    options.http.prefix = kPrefix;
+    options.http.threads = 1;  // one ready worker: the same one serves every request below
+    options.http.bind_nice = bind_nice;
+    options.verb_overrides["bind"] = [&](std::string) {
+      bind_seen.store(ThisThreadsNice());
+      bind_yields.store(Mirror::ThisThreadYieldsToReaders());
+      return VerbResult{200, R"({"Error":""})", "ok"};
+    };
+    options.verb_overrides["filter"] = [&](std::string) {
+      filter_seen.store(ThisThreadsNice());
+      filter_yields.store(Mirror::ThisThreadYieldsToReaders());
+      return VerbResult{200, R"({"NodeNames":[],"FailedNodes":{},"Error":""})", "ok"};
+    };
+    options.verb_overrides["prioritize"] = [&](std::string) {
+      prioritize_seen.store(ThisThreadsNice());
+      return VerbResult{200, "[]", "ok"};
+    };
+    auto f = StartOrDie(std::move(options));
+    EXPECT_EQ(f->server().bind_nice(), bind_nice);
+    auto client = f->NewClient();  // one keep-alive connection for everything
+    for (int round = 0; round < 3; ++round) {
+      httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/bind"), Captured("bind-request.json"));
+      ASSERT_TRUE(r && r->status == 200);
+      EXPECT_EQ(bind_seen.load(), std::min(19, base + bind_nice));
+      r = PostJson(*client, absl::StrCat(kPrefix, "/filter"), Captured("filter-request-nodecache-true.json"));
+      ASSERT_TRUE(r && r->status == 200);
+      EXPECT_EQ(filter_seen.load(), base) << "a bind lowered its connection worker's priority";
+      // A deprioritised bind never queues on the mirror's lock ahead of the verbs' readers.
+      EXPECT_EQ(bind_yields.load(), bind_nice > 0);
+      EXPECT_FALSE(filter_yields.load());
+      r = PostJson(*client, absl::StrCat(kPrefix, "/prioritize"),
+                   Captured("prioritize-request-nodecache-true.json"));
+      ASSERT_TRUE(r && r->status == 200);
+      EXPECT_EQ(prioritize_seen.load(), base);
+    }
+    EXPECT_EQ(f->server().BindsInFlight(), 0);
+  }
+}
+
+// A bind handler that throws on its bind worker is answered 500 on the connection, as any verb.
+TEST(HttpServerExecutionTest, BindHandlerExceptionOnABindWorkerIs500) {
+  HttpFixtureOptions options;
+  options.snapshot_json = ClusterWithCapturedNodes();
+  options.http.prefix = kPrefix;
+  options.http.bind_nice = 10;
+  options.verb_overrides["bind"] = [&](std::string) -> VerbResult {
+    throw std::runtime_error("injected bind failure");
+  };
+  auto f = StartOrDie(std::move(options));
+  auto client = f->NewClient();
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/bind"), Captured("bind-request.json"));
+    ExpectJsonAnswer(r, 500);
+    ASSERT_TRUE(r);
+    EXPECT_THAT(r->body, HasSubstr("injected bind failure"));
+  }
+  EXPECT_EQ(f->server().BindsInFlight(), 0);
+  EXPECT_TRUE(f->WaitUntilIdle());
+}
+
 // ----------------------------------------------------------------------- options, lifecycle
 
 TEST(HttpServerOptionsTest, NormalizePrefix) {
@@ -761,6 +851,8 @@ TEST(HttpServerOptionsTest, CreateRejectsBadOptionsNamingTheFlag) {
       {[](HttpServerOptions& o) { o.threads = -1; }, "--threads"},
       {[](HttpServerOptions& o) { o.max_concurrent_binds = 0; }, "--max-concurrent-binds"},
       {[](HttpServerOptions& o) { o.max_concurrent_binds = 70000; }, "--max-concurrent-binds"},
+      {[](HttpServerOptions& o) { o.bind_nice = -1; }, "--bind-nice"},
+      {[](HttpServerOptions& o) { o.bind_nice = 20; }, "--bind-nice"},
       {[](HttpServerOptions& o) { o.port = 70000; }, "--listen"},
       {[](HttpServerOptions& o) { o.prefix = "a b"; }, "--prefix"},
       {[](HttpServerOptions& o) { o.max_body_bytes = 0; }, "--max-body-bytes"},

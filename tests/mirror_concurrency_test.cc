@@ -15,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "state/assignment.h"
@@ -181,6 +183,48 @@ absl::StatusOr<Assignment> Choose(const ClusterState& s, OfferingId offering, in
     }
   }
   return absl::ResourceExhaustedError("no unit fits");
+}
+
+// Binds run at a lowered CPU priority (--bind-nice) and write through this: while such a
+// writer waits for the lock, new readers (filter, prioritize) must still get in, instead of
+// queueing behind a writer the scheduler may not run for a while.
+TEST(MirrorTest, AWriterThatYieldsToReadersNeverHoldsBackNewReaders) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  mirror.Write([](ClusterState& s) { s.ApplyBatch(Cluster()); });
+  absl::Notification first_reading, release_first, writer_trying;
+  std::atomic<bool> written{false}, second_read{false};
+  std::thread first([&] {
+    mirror.Read([&](const ClusterState&) {
+      first_reading.Notify();
+      release_first.WaitForNotification();
+      return 0;
+    });
+  });
+  first_reading.WaitForNotification();
+  std::thread writer([&] {
+    Mirror::YieldToReadersOnThisThread();
+    EXPECT_TRUE(Mirror::ThisThreadYieldsToReaders());
+    writer_trying.Notify();
+    mirror.Write([&](ClusterState&) { return 0; });
+    written.store(true);
+  });
+  writer_trying.WaitForNotification();
+  absl::SleepFor(absl::Milliseconds(50));  // the writer is trying by now
+  EXPECT_FALSE(written.load());
+  std::thread second([&] {
+    mirror.Read([](const ClusterState&) { return 0; });
+    second_read.store(true);
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!second_read.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(second_read.load()) << "a new reader waited behind the yielding writer";
+  EXPECT_FALSE(written.load()) << "the writer got in while a reader held the lock";
+  release_first.Notify();
+  first.join();
+  second.join();
+  writer.join();  // and the writer gets in once the readers are gone
+  EXPECT_TRUE(written.load());
+  EXPECT_FALSE(Mirror::ThisThreadYieldsToReaders());  // per thread: not this one
 }
 
 TEST(MirrorTest, ReserveWithCommitsTheChosenAssignmentOrNothing) {
