@@ -499,6 +499,9 @@ DraPrediction DraState::PredictExtendedResourcePick(absl::string_view class_name
   }
   // What allocated claims hold: exclusive use, and consumed capacity of shared devices.
   std::set<DraDeviceId> in_use;
+  // Results that name no consumed capacity (written by an allocator without consumable
+  // capacity, or by hand): how much of a shared device they take is unknown.
+  std::set<DraDeviceId> unmetered;
   std::map<DraDeviceId, std::map<std::string, int64_t>> consumed;
   for (const auto& [key, claim] : claims_) {
     if (!claim.allocated) continue;
@@ -506,6 +509,7 @@ DraPrediction DraState::PredictExtendedResourcePick(absl::string_view class_name
       if (r.admin_access) continue;  // admin access does not mark a device in use
       DraDeviceId id{r.driver, r.pool, r.device};
       in_use.insert(id);
+      if (r.consumed_capacity_milli.empty()) unmetered.insert(id);
       for (const auto& [name, v] : r.consumed_capacity_milli) consumed[id][name] += v;
     }
   }
@@ -566,6 +570,13 @@ DraPrediction DraState::PredictExtendedResourcePick(absl::string_view class_name
         out.kind = DraPrediction::kNoPrediction;
         out.devices.clear();
         out.reason = "a request for several devices meets a shareable device";
+        return out;
+      }
+      if (unmetered.count(id) != 0) {
+        out.kind = DraPrediction::kNoPrediction;
+        out.devices.clear();
+        out.reason = absl::StrCat("device ", d.name,
+                                  ": shared, with an allocation that lists no consumed capacity");
         return out;
       }
       // A share consumes the policy's default, or the full value without a policy (no

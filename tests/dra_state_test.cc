@@ -346,6 +346,16 @@ TEST(DraStateTest, ASharedDeviceWithPoliciesOnlyTakesSharesUntilFull) {
             "gpu-0-mig-1g5gb-19-0");
 }
 
+TEST(DraStateTest, AShareOfUnknownSizeStopsThePredictionRatherThanDoubleBooking) {
+  DraState state = FactSheetNode();
+  // -19-3 is shared; this claim holds it without saying what it consumed.
+  Apply(state, ClaimJson("unmetered", "gpu-0-mig-1g5gb-19-3"));
+  DraPrediction p = state.PredictExtendedResourcePick(kClass, kNode, 1, {});
+  EXPECT_EQ(p.kind, DraPrediction::kNoPrediction);
+  EXPECT_THAT(p.reason, HasSubstr("lists no consumed capacity"));
+  EXPECT_THAT(p.devices, IsEmpty());
+}
+
 TEST(DraStateTest, TaintedDevicesAreSkippedAndUnsortedWalksAcrossSlicesAreNotPredicted) {
   DraState state;
   Apply(state, Dra("deviceclass-mig-1g-extended.json"));
