@@ -127,6 +127,12 @@ absl::StatusOr<bool> Matches(const Value& cls, const Device& d) {
 
 }  // namespace
 
+std::string DraTestAllocator::NextShareId() {
+  // Random in the real allocator; unique here, and reproducible from run to run.
+  absl::MutexLock lock(&mu_);
+  return absl::StrFormat("00000000-0000-4000-8000-%012d", ++share_counter_);
+}
+
 std::string DraTestAllocator::NextSuffix() {
   absl::MutexLock lock(&mu_);
   return absl::StrFormat("%05d", ++counter_ % 100000);
@@ -317,7 +323,7 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
           p.device = d.name;
           in_use.insert(id);
           if (d.multi) {
-            p.share_id = absl::StrFormat("00000000-0000-4000-8000-%012d", out.picks.size() + 1);
+            p.share_id = NextShareId();
             for (const auto& [name, c] : d.capacity) used[id][name] += c.consumed;
           }
           out.picks.push_back(std::move(p));
@@ -345,7 +351,9 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::AllocateAndPreBind(
   Outcome out = *std::move(plan);
   const std::string generate_name = out.claim_name;
   out.claim_name = absl::StrCat(generate_name, NextSuffix());
-  const rapidjson::Document pod = Parse(*server_.Get("pods", ns, pod_name));
+  std::optional<std::string> pod_text = server_.Get("pods", ns, pod_name);
+  if (!pod_text) return absl::NotFoundError(absl::StrCat("pod ", ns, "/", pod_name, " went away"));
+  const rapidjson::Document pod = Parse(*pod_text);
   const std::string pod_uid = Str(pod["metadata"], "uid");
 
   // Requests (one per container and resource), sorted by name; results in pick order.

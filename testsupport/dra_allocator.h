@@ -18,7 +18,7 @@
 // attributes[...].x == and .matches() are refused (Unimplemented), never guessed. Not
 // modelled (refused): init containers requesting DRA names, nodeSelector/perDeviceNode
 // slices, devices with counters or binding conditions.
-// Thread-safety: stateless apart from a counter for generated names and share IDs, guarded
+// Thread-safety: stateless apart from counters for generated names and share IDs, guarded
 // by a mutex; the store itself is the API server's (thread-safe).
 #ifndef GSE_TESTSUPPORT_DRA_ALLOCATOR_H_
 #define GSE_TESTSUPPORT_DRA_ALLOCATOR_H_
@@ -63,9 +63,11 @@ class DraTestAllocator {
 
  private:
   std::string NextSuffix();
+  std::string NextShareId();
   FakeApiServer& server_;
   absl::Mutex mu_;
   int64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t share_counter_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gse::testing
