@@ -55,9 +55,25 @@ const KindInfo* InfoOf(absl::string_view resource) {
       {"pods", {"Pod", "v1", true}},
       {"namespaces", {"Namespace", "v1", false}},
       {"resourcequotas", {"ResourceQuota", "v1", true}},
-      {"leases", {"Lease", "coordination.k8s.io/v1", true}}};
+      {"leases", {"Lease", "coordination.k8s.io/v1", true}},
+      // DRA (resource.k8s.io/v1, shared/protocol/dra/): served under /apis/resource.k8s.io/v1.
+      {"deviceclasses", {"DeviceClass", "resource.k8s.io/v1", false}},
+      {"resourceslices", {"ResourceSlice", "resource.k8s.io/v1", false}},
+      {"resourceclaims", {"ResourceClaim", "resource.k8s.io/v1", true}}};
   auto it = kInfo.find(std::string(resource));
   return it == kInfo.end() ? nullptr : &it->second;
+}
+
+// Resources of the core group, served under /api/v1 (the others under /apis/<group>/<v>).
+bool CoreResource(absl::string_view resource) {
+  const KindInfo* info = InfoOf(resource);
+  return info != nullptr && absl::string_view(info->api_version) == "v1";
+}
+
+// Resources of resource.k8s.io/v1.
+bool DraResource(absl::string_view resource) {
+  const KindInfo* info = InfoOf(resource);
+  return info != nullptr && absl::string_view(info->api_version) == "resource.k8s.io/v1";
 }
 
 std::string StatusBody(int code, absl::string_view reason, absl::string_view message,
@@ -802,7 +818,7 @@ void FakeApiServer::Route(const Exchange& ex) {
     return;
   }
   if (n >= 4 && p[1] == "api" && p[2] == "v1") {
-    if (n == 4 && method == "GET" && InfoOf(p[3]) != nullptr && p[3] != "leases") {
+    if (n == 4 && method == "GET" && CoreResource(p[3])) {
       if (IsWatch(*ex.req)) {
         ServeWatch(ex, p[3]);
       } else {
@@ -851,10 +867,30 @@ void FakeApiServer::Route(const Exchange& ex) {
         ServeBinding(ex, ns, p[6]);
         return;
       }
-      if (n == 7 && InfoOf(resource) != nullptr) {
+      if (n == 7 && CoreResource(resource)) {
         ServeObject(ex, resource, ns, p[6]);
         return;
       }
+    }
+  }
+  // resource.k8s.io/v1: cluster-wide lists and watches of all three kinds (claims across
+  // namespaces, as kube-scheduler's informers read them), GET and DELETE of one object.
+  if (n >= 5 && p[1] == "apis" && p[2] == "resource.k8s.io" && p[3] == "v1") {
+    if (n == 5 && method == "GET" && DraResource(p[4])) {
+      if (IsWatch(*ex.req)) {
+        ServeWatch(ex, p[4]);
+      } else {
+        ServeList(ex, p[4]);
+      }
+      return;
+    }
+    if (n == 6 && (p[4] == "deviceclasses" || p[4] == "resourceslices")) {
+      ServeObject(ex, p[4], "", p[5]);
+      return;
+    }
+    if (n == 8 && p[4] == "namespaces" && p[6] == "resourceclaims") {
+      ServeObject(ex, "resourceclaims", p[5], p[7]);
+      return;
     }
   }
   if (n >= 7 && p[1] == "apis" && p[2] == "coordination.k8s.io" && p[3] == "v1" &&

@@ -28,6 +28,10 @@
 //   GET/PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}, POST .../leases
 //        (resourceVersion preconditions: 409 on a stale PUT, 409 AlreadyExists on create)
 //   POST /api/v1/namespaces/{ns}/events                    core/v1 Event (kept for Events())
+//   GET  /apis/resource.k8s.io/v1/{deviceclasses,resourceslices,resourceclaims}   list or watch,
+//        as the core lists above (pagination, Exact, 410, bookmarks); GET/DELETE of
+//        .../{deviceclasses,resourceslices}/{name} and .../namespaces/{ns}/resourceclaims/{name}.
+//        The objects are the DRA fact sheet's (shared/protocol/dra/), applied by the test.
 // Every request needs "Authorization: Bearer <one of tokens>" (else 401, recorded body),
 // except in client-certificate mode.
 // Fault injection: status answers (500...) before the request is handled or after its write
@@ -148,7 +152,8 @@ class FakeApiServer {
   // A kubeconfig (YAML) for this server with certificate-authority-data and the first token.
   std::string Kubeconfig() const;
 
-  // ---- the store (resource: nodes, pods, namespaces, resourcequotas, leases)
+  // ---- the store (resource: nodes, pods, namespaces, resourcequotas, leases, deviceclasses,
+  // resourceslices, resourceclaims)
   // Creates or replaces one object, or every item of a *List document. An object without
   // metadata.uid gets one. Each write bumps the resourceVersion and emits a watch event.
   absl::Status Apply(absl::string_view resource, absl::string_view json);
