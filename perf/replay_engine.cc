@@ -203,7 +203,9 @@ std::string Dominant(const std::map<std::string, int64_t>& counts) {
 
 InProcessPlacer::InProcessPlacer(std::shared_ptr<const Catalog> catalog,
                                  std::unique_ptr<PlacementPolicy> policy)
-    : policy_(std::move(policy)), mirror_(std::move(catalog), MirrorOptions{}) {}
+    : policy_(std::move(policy)),
+      mirror_(std::move(catalog), MirrorOptions{}),
+      core_(&mirror_, policy_.get()) {}
 
 absl::Status InProcessPlacer::Start(const std::string& list_json, const ObjectBatch& batch) {
   return ApplyObjects(list_json, batch);
@@ -246,72 +248,56 @@ absl::Status InProcessPlacer::ApplyBoundPod(const PodObject& pod, const std::str
   return absl::OkStatus();
 }
 
+namespace {
+
+std::vector<absl::string_view> Views(const std::vector<std::string>& names) {
+  return std::vector<absl::string_view>(names.begin(), names.end());
+}
+
+}  // namespace
+
 absl::StatusOr<FilterAnswer> InProcessPlacer::Filter(const PodPlan& plan,
                                                      const std::vector<std::string>& candidates) {
+  const FilterDecision d = core_.Filter(plan.pod, Views(candidates));
   FilterAnswer answer;
-  mirror_.Read([&](const ClusterState& state) {
-    const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
-                                                 state.ProjectOfNamespace(plan.pod.namespace_name));
-    std::vector<const NodeState*> nodes;
-    nodes.reserve(candidates.size());
-    for (const std::string& n : candidates) nodes.push_back(state.FindNode(n));
-    const FilterOutcome outcome = FilterNodes(state, request, nodes);
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (outcome.fits[i].fits()) {
-        answer.passed.push_back(candidates[i]);
-      } else {
-        answer.failed[candidates[i]] = std::string(FitReasonLabel(outcome.fits[i].reason));
-      }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (d.verdicts[i] == FitReason::kFits) {
+      answer.passed.push_back(candidates[i]);
+    } else {
+      answer.failed[candidates[i]] = std::string(FitReasonLabel(d.verdicts[i]));
     }
-  });
+  }
   return answer;
 }
 
 absl::StatusOr<std::vector<int64_t>> InProcessPlacer::Prioritize(
     const PodPlan& plan, const std::vector<std::string>& names) {
-  std::vector<int64_t> scores(names.size(), 0);
-  mirror_.Read([&](const ClusterState& state) {
-    const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
-                                                 state.ProjectOfNamespace(plan.pod.namespace_name));
-    if (!request.unresolvable.empty()) return;
-    std::vector<const NodeState*> nodes;
-    nodes.reserve(names.size());
-    for (const std::string& n : names) nodes.push_back(state.FindNode(n));
-    if (request.offering == kNoOffering) {
-      // Only with ReplayOptions::extender_all_pods: the policy scores a pod that takes no
-      // unit (0 for policies that do not model host resources).
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (nodes[i] == nullptr) continue;
-        scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0, kMaxExtenderPriority);
-      }
-      return;
-    }
-    const FilterOutcome outcome = FilterNodes(state, request, nodes);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!outcome.fits[i].fits()) continue;
-      scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0, kMaxExtenderPriority);
-    }
-  });
-  return scores;
+  // Pods outside the catalog reach prioritize only with ReplayOptions::extender_all_pods:
+  // the policy scores them (ScoresEveryPod).
+  return core_.Prioritize(plan.pod, Views(names), /*score_pods_without_offering=*/true);
 }
 
 absl::StatusOr<Assignment> InProcessPlacer::Bind(const PodPlan& plan, const std::string& node_name) {
-  PodRequest request = mirror_.Read([&](const ClusterState& state) {
-    return ResolvePodRequest(state.catalog(), plan.pod, state.ProjectOfNamespace(plan.pod.namespace_name));
-  });
-  if (!request.interested()) return absl::FailedPreconditionError("pod requests no GPU offering");
-  if (!request.unresolvable.empty()) return absl::FailedPreconditionError(request.unresolvable);
+  return BindWithOutcome(plan, node_name).assignment;
+}
+
+ReserveDecision InProcessPlacer::BindWithOutcome(const PodPlan& plan, const std::string& node_name) {
+  const PodRequest request = core_.Resolve(plan.pod).request;
+  ReserveDecision d;
+  d.refusal = ReserveRefusal::kNoFit;
+  if (!request.interested()) {
+    d.assignment = absl::FailedPreconditionError("pod requests no GPU offering");
+    return d;
+  }
+  if (!request.unresolvable.empty()) {
+    d.assignment = absl::FailedPreconditionError(request.unresolvable);
+    return d;
+  }
   const PodClaim claim{plan.pod.Key(), plan.pod.uid, plan.pod.namespace_name, request.project};
-  absl::StatusOr<Assignment> a = mirror_.ReserveWith(
-      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
-        const NodeState* node = state.FindNode(node_name);
-        const NodeFit fit = CheckNode(state, request, node);
-        if (!fit.fits()) return absl::FailedPreconditionError(fit.Message(request));
-        return policy_->ChooseUnits(state, request, *node);
-      });
-  if (!a.ok()) return a.status();
-  (void)mirror_.Confirm(PodIdOf(claim.uid, claim.key));
-  return a;
+  d = core_.Reserve(claim, request, node_name);
+  // No API server: the bind is done once reserved.
+  if (d.assignment.ok()) (void)mirror_.Confirm(PodIdOf(claim.uid, claim.key));
+  return d;
 }
 
 std::optional<AuditReport> InProcessPlacer::MirrorAudit() {

@@ -48,6 +48,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "perf/trace.h"
+#include "scoring/decision_core.h"
 #include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
 #include "state/cluster_state.h"
@@ -145,8 +146,8 @@ class Placer {
   virtual std::optional<AuditReport> MirrorAudit() { return std::nullopt; }
 };
 
-// Placer over a Mirror in this process: ResolvePodRequest -> FilterNodes -> policy Score ->
-// Mirror::ReserveWith(CheckNode + ChooseUnits), the same calls ExtenderService makes.
+// Placer over a Mirror in this process: every verb is a call on the DecisionCore that
+// ExtenderService calls (scoring/decision_core.h), without JSON or HTTP.
 class InProcessPlacer : public Placer {
  public:
   InProcessPlacer(std::shared_ptr<const Catalog> catalog, std::unique_ptr<PlacementPolicy> policy);
@@ -155,6 +156,9 @@ class InProcessPlacer : public Placer {
   absl::StatusOr<FilterAnswer> Filter(const PodPlan& pod, const std::vector<std::string>& candidates) override;
   absl::StatusOr<std::vector<int64_t>> Prioritize(const PodPlan& pod, const std::vector<std::string>& nodes) override;
   absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) override;
+  // Bind with what the service reports of it besides the units (refusal kind, own or new
+  // unit): the reservation, confirmed at once (no API server to wait for).
+  ReserveDecision BindWithOutcome(const PodPlan& pod, const std::string& node);
   absl::Status BindPlain(const PodPlan&, const std::string&) override { return absl::OkStatus(); }
   bool ScoresEveryPod() const override { return true; }
   absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) override;
@@ -168,6 +172,7 @@ class InProcessPlacer : public Placer {
  private:
   std::unique_ptr<PlacementPolicy> policy_;
   Mirror mirror_;
+  DecisionCore core_;  // over mirror_ and policy_
 };
 
 // The independent ledger of what was placed, and the audit over it.
