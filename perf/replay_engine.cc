@@ -21,6 +21,7 @@
 #include "scoring/pod_request.h"
 #include "state/assignment.h"
 #include "state/quantity.h"
+#include "state/unit_rules.h"
 
 namespace gse::replay {
 namespace {
@@ -933,13 +934,7 @@ absl::StatusOr<PodPlan> Driver::MakePlan(const PodArrival& a) {
       if (o == nullptr) continue;
       absl::StatusOr<int64_t> q = ParseQuantityMilli(v);
       if (!q.ok()) continue;
-      double size = 1;
-      if (o->unit == UnitKind::kMig) {
-        int g = 1;
-        const size_t pos = o->mig_profile.find('g');
-        if (pos != std::string::npos) (void)absl::SimpleAtoi(o->mig_profile.substr(0, pos), &g);
-        size = std::min(1.0, g / 7.0);
-      }
+      const double size = UnitGpuFraction(*o);
       const double n = static_cast<double>(*q) / 1000;
       plan.gpu += o->sharing == Sharing::kExclusive ? n * size : n * size / std::max(1, o->replicas);
     }
