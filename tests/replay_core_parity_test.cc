@@ -19,6 +19,7 @@
 #include "extender/extender_service.h"
 #include "gtest/gtest.h"
 #include "kube/binder.h"
+#include "perf/in_process_placer.h"
 #include "perf/replay_engine.h"
 #include "rapidjson/document.h"
 #include "scoring/feasibility.h"
