@@ -333,6 +333,8 @@ class Driver {
   // from namespaces.
   absl::Status EnsureProject(const PodArrival& a);
   absl::Status Arrive(const Event& ev);
+  // One arriving pod through kube-scheduler's cycle: BuiltInFilter, then BestInTree for a pod
+  // the extender does not manage, else AskExtender and the placer's bind (RecordBound).
   absl::Status Schedule(const PodPlan& plan);
   absl::Status Delete(const std::string& ns, const std::string& name);
   // The node agent's twin placeholders: recorded here under mu_, applied to the Placer by the
@@ -344,6 +346,33 @@ class Driver {
   absl::Status AddTwinHolds(const Assignment& a, std::vector<Hold>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* names) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PodPlan> MakePlan(const PodArrival& arrival);
+  // kube-scheduler's own filters over the ledger, from where the last search stopped, up to
+  // the percentageOfNodesToScore cut-off; each failing node's reason counted in `reasons`.
+  std::vector<std::string> BuiltInFilter(const Ledger::Demand& demand, const PodArrival& a,
+                                         std::map<std::string, int64_t>* reasons)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The feasible node with the best in-tree score, ties to the lowest name.
+  std::string BestInTree(const Ledger::Demand& demand, const std::vector<std::string>& feasible)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pod bound without units (kube-scheduler's default binder): ledger and placements.
+  void RecordPlain(const PodPlan& plan, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The extender's filter and prioritize (prioritize skipped for one passing node) and the
+  // node of the best total score, kube-scheduler's in-tree scores plus the extender's
+  // weighted score, ties to the lowest name; best "" when no node passed.
+  struct ExtenderPick {
+    std::string best;
+    double filter_us = 0;
+    double prioritize_us = -1;  // < 0: not called
+    std::map<std::string, int64_t> reasons;  // filter's failures by label
+  };
+  absl::StatusOr<ExtenderPick> AskExtender(const PodPlan& plan, const Ledger::Demand& demand,
+                                           const std::vector<std::string>& feasible)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ObservePick(const ExtenderPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A bind the extender made: affinity and spill counters, ledger, shadow state, placements,
+  // and the twin placeholders to apply once mu_ is released (`holds`).
+  absl::Status RecordBound(const PodPlan& plan, const std::string& node, const Assignment& bound,
+                           std::vector<Hold>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Arrived(double gpu, bool placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Observe(const std::string& verb, double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -494,56 +523,138 @@ void Driver::ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* nam
   }
 }
 
+std::vector<std::string> Driver::BuiltInFilter(const Ledger::Demand& demand, const PodArrival& a,
+                                               std::map<std::string, int64_t>* reasons) {
+  std::vector<std::string> feasible;
+  const std::vector<std::string>& names = ledger_.NodeNames();
+  const int64_t n = static_cast<int64_t>(names.size());
+  const int64_t want = FeasibleToFind(n);
+  int64_t processed = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t index = static_cast<size_t>((next_start_ + k) % n);
+    ++processed;
+    const std::string r = ledger_.BuiltInFitAt(demand, a, index);
+    if (r.empty()) {
+      feasible.push_back(names[index]);
+      if (static_cast<int64_t>(feasible.size()) >= want) break;
+    } else {
+      ++(*reasons)[r];
+    }
+  }
+  if (want < n && n > 0) next_start_ = (next_start_ + processed) % n;
+  return feasible;
+}
+
+std::string Driver::BestInTree(const Ledger::Demand& demand,
+                               const std::vector<std::string>& feasible) {
+  std::string best;
+  int64_t best_score = -1;
+  for (const std::string& node : SortedNames(feasible)) {
+    const int64_t s = PluginScore(demand, node);
+    if (s > best_score) {
+      best = node;
+      best_score = s;
+    }
+  }
+  return best;
+}
+
+void Driver::RecordPlain(const PodPlan& plan, const std::string& node) {
+  ledger_.Bind(plan.pod, plan.project, node, nullptr, false);
+  if (options_.keep_placements) result_.placements.push_back(absl::StrCat(plan.arrival->Key(), " ", node));
+  Arrived(plan.gpu, true);
+}
+
+absl::StatusOr<Driver::ExtenderPick> Driver::AskExtender(const PodPlan& plan,
+                                                         const Ledger::Demand& demand,
+                                                         const std::vector<std::string>& feasible) {
+  ExtenderPick pick;
+  auto t0 = Clock::now();
+  absl::StatusOr<FilterAnswer> fa = placer_.Filter(plan, feasible);
+  pick.filter_us = Micros(t0);
+  if (!fa.ok()) return fa.status();
+  for (const auto& [node, label] : fa->failed) ++pick.reasons[label];
+  if (fa->passed.size() == 1) {
+    pick.best = fa->passed.front();  // kube-scheduler skips scoring for a single feasible node
+    return pick;
+  }
+  if (fa->passed.empty()) return pick;
+  t0 = Clock::now();
+  absl::StatusOr<std::vector<int64_t>> scores = placer_.Prioritize(plan, fa->passed);
+  pick.prioritize_us = Micros(t0);
+  if (!scores.ok()) return scores.status();
+  if (scores->size() != fa->passed.size()) return absl::InternalError("prioritize: wrong number of scores");
+  // kube-scheduler: in-tree plugin scores + extender score x weight x (100 / 10).
+  absl::MutexLock lock(&mu_);
+  int64_t top = -1;
+  for (size_t i = 0; i < scores->size(); ++i) {
+    const std::string& node = fa->passed[i];
+    const int64_t s = PluginScore(demand, node) + (*scores)[i] * options_.extender_weight * 10;
+    if (s > top || (s == top && node < pick.best)) {
+      top = s;
+      pick.best = node;
+    }
+  }
+  return pick;
+}
+
+void Driver::ObservePick(const ExtenderPick& pick) {
+  Observe("filter", pick.filter_us);
+  if (pick.prioritize_us >= 0) Observe("prioritize", pick.prioritize_us);
+}
+
+absl::Status Driver::RecordBound(const PodPlan& plan, const std::string& node,
+                                 const Assignment& bound, std::vector<Hold>* holds) {
+  const Offering& o = input_.catalog->Get(bound.offering);
+  if (o.sharing == Sharing::kTimeSliced && !bound.units.empty()) {
+    const Ledger::UnitKey key{bound.node, bound.offering, bound.units.front()};
+    ++result_.tickets_placed;
+    if (ledger_.ProjectHoldsUnit(key, plan.project)) {
+      ++result_.tickets_on_owned_unit;
+    } else if (ledger_.OwnsFreeTicket(plan.project, bound.offering)) {
+      ++result_.spills;
+    }
+  }
+  ledger_.Bind(plan.pod, plan.project, node, &bound, false);
+  PodObject pod = plan.pod;
+  pod.node_name = node;
+  pod.phase = "Running";
+  pod.annotations = AssignmentAnnotations(bound, *input_.catalog, plan.project);
+  shadow_.ApplyPod(pod);
+  bound_[pod.Key()] = pod;
+  gpu_of_[pod.Key()] = plan.gpu;
+  if (absl::Status s = AddTwinHolds(bound, holds); !s.ok()) return s;
+  if (options_.keep_placements) {
+    result_.placements.push_back(absl::StrCat(plan.arrival->Key(), " ", node, " ", o.resource, "/",
+                                              absl::StrJoin(bound.units, ","), "x", bound.amount_per_unit));
+  }
+  Arrived(plan.gpu, true);
+  return absl::OkStatus();
+}
+
 absl::Status Driver::Schedule(const PodPlan& plan) {
   const PodArrival& a = *plan.arrival;
+  bool interested = false;
+  for (const auto& [k, v] : a.resources) interested = interested || input_.catalog->Find(k) != nullptr;
   for (int attempt = 0; attempt < 3; ++attempt) {
     // ---- kube-scheduler's own filters (and the percentageOfNodesToScore cut-off)
     std::vector<std::string> feasible;
-    std::map<std::string, int64_t> reasons;
-    bool interested = false;
-    for (const auto& [k, v] : a.resources) interested = interested || input_.catalog->Find(k) != nullptr;
     Ledger::Demand demand;
     std::string plain_node;
     {
       absl::MutexLock lock(&mu_);
       demand = ledger_.DemandOf(plan.pod);
-      const std::vector<std::string>& names = ledger_.NodeNames();
-      const int64_t n = static_cast<int64_t>(names.size());
-      const int64_t want = FeasibleToFind(n);
-      int64_t processed = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        const size_t index = static_cast<size_t>((next_start_ + k) % n);
-        const std::string& node = names[index];
-        ++processed;
-        const std::string r = ledger_.BuiltInFitAt(demand, a, index);
-        if (r.empty()) {
-          feasible.push_back(node);
-          if (static_cast<int64_t>(feasible.size()) >= want) break;
-        } else {
-          ++reasons[r];
-        }
-      }
-      if (want < n && n > 0) next_start_ = (next_start_ + processed) % n;
+      std::map<std::string, int64_t> reasons;
+      feasible = BuiltInFilter(demand, a, &reasons);
       if (feasible.empty()) {
         Fail(Dominant(reasons));
         Arrived(plan.gpu, false);
         return absl::OkStatus();
       }
       if (!interested && !options_.extender_all_pods) {
-        // Not the extender's pod: kube-scheduler's in-tree scores only, ties to the lowest name.
-        std::string best;
-        int64_t best_score = -1;
-        for (const std::string& node : SortedNames(feasible)) {
-          const int64_t s = PluginScore(demand, node);
-          if (s > best_score) {
-            best = node;
-            best_score = s;
-          }
-        }
-        ledger_.Bind(plan.pod, plan.project, best, nullptr, false);
-        if (options_.keep_placements) result_.placements.push_back(absl::StrCat(a.Key(), " ", best));
-        Arrived(plan.gpu, true);
-        plain_node = best;
+        // Not the extender's pod: kube-scheduler's in-tree scores only.
+        plain_node = BestInTree(demand, feasible);
+        RecordPlain(plan, plain_node);
       }
     }
     if (!plain_node.empty()) return placer_.BindPlain(plan, plain_node);
@@ -552,38 +663,13 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
     if (options_.host != nullptr && options_.concurrency <= 1) {
       options_.host->SetPod(true, demand.cpu, demand.memory);
     }
-    auto t0 = Clock::now();
-    absl::StatusOr<FilterAnswer> fa = placer_.Filter(plan, feasible);
-    const double filter_us = Micros(t0);
-    if (!fa.ok()) return fa.status();
-    std::map<std::string, int64_t> ext_reasons;
-    for (const auto& [node, label] : fa->failed) ++ext_reasons[label];
-    std::string best;
-    double prioritize_us = -1;
-    if (fa->passed.size() == 1) {
-      best = fa->passed.front();  // kube-scheduler skips scoring for a single feasible node
-    } else if (!fa->passed.empty()) {
-      t0 = Clock::now();
-      absl::StatusOr<std::vector<int64_t>> scores = placer_.Prioritize(plan, fa->passed);
-      prioritize_us = Micros(t0);
-      if (!scores.ok()) return scores.status();
-      if (scores->size() != fa->passed.size()) return absl::InternalError("prioritize: wrong number of scores");
-      // kube-scheduler: in-tree plugin scores + extender score x weight x (100 / 10).
-      absl::MutexLock lock(&mu_);
-      int64_t top = -1;
-      for (size_t i = 0; i < scores->size(); ++i) {
-        const std::string& node = fa->passed[i];
-        const int64_t s = PluginScore(demand, node) + (*scores)[i] * options_.extender_weight * 10;
-        if (s > top || (s == top && node < best)) {
-          top = s;
-          best = node;
-        }
-      }
-    }
+    absl::StatusOr<ExtenderPick> pick = AskExtender(plan, demand, feasible);
+    if (!pick.ok()) return pick.status();
+    const std::string& best = pick->best;
     if (best.empty()) {
       absl::MutexLock lock(&mu_);
-      Observe("filter", filter_us);
-      Fail(Dominant(ext_reasons));
+      Observe("filter", pick->filter_us);
+      Fail(Dominant(pick->reasons));
       Arrived(plan.gpu, false);
       return absl::OkStatus();
     }
@@ -592,11 +678,8 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       // would (one client: nothing changed since the built-in fit above).
       {
         absl::MutexLock lock(&mu_);
-        Observe("filter", filter_us);
-        if (prioritize_us >= 0) Observe("prioritize", prioritize_us);
-        ledger_.Bind(plan.pod, plan.project, best, nullptr, false);
-        if (options_.keep_placements) result_.placements.push_back(absl::StrCat(a.Key(), " ", best));
-        Arrived(plan.gpu, true);
+        ObservePick(*pick);
+        RecordPlain(plan, best);
       }
       return placer_.BindPlain(plan, best);
     }
@@ -607,14 +690,13 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       absl::MutexLock lock(&mu_);
       if (!ledger_.BuiltInFit(demand, a, best).empty()) continue;
     }
-    t0 = Clock::now();
+    const auto t0 = Clock::now();
     absl::StatusOr<Assignment> bound = placer_.Bind(plan, best);
     const double bind_us = Micros(t0);
     std::vector<Hold> holds;
     {
       absl::MutexLock lock(&mu_);
-      Observe("filter", filter_us);
-      if (prioritize_us >= 0) Observe("prioritize", prioritize_us);
+      ObservePick(*pick);
       Observe("bind", bind_us);
       if (!bound.ok()) {
         if (absl::IsFailedPrecondition(bound.status()) && options_.concurrency > 1 && attempt < 2) continue;
@@ -623,30 +705,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
         Arrived(plan.gpu, false);
         return absl::OkStatus();
       }
-      const Offering& o = input_.catalog->Get(bound->offering);
-      if (o.sharing == Sharing::kTimeSliced && !bound->units.empty()) {
-        const Ledger::UnitKey key{bound->node, bound->offering, bound->units.front()};
-        ++result_.tickets_placed;
-        if (ledger_.ProjectHoldsUnit(key, plan.project)) {
-          ++result_.tickets_on_owned_unit;
-        } else if (ledger_.OwnsFreeTicket(plan.project, bound->offering)) {
-          ++result_.spills;
-        }
-      }
-      ledger_.Bind(plan.pod, plan.project, best, &*bound, false);
-      PodObject pod = plan.pod;
-      pod.node_name = best;
-      pod.phase = "Running";
-      pod.annotations = AssignmentAnnotations(*bound, *input_.catalog, plan.project);
-      shadow_.ApplyPod(pod);
-      bound_[pod.Key()] = pod;
-      gpu_of_[pod.Key()] = plan.gpu;
-      if (absl::Status s = AddTwinHolds(*bound, &holds); !s.ok()) return s;
-      if (options_.keep_placements) {
-        result_.placements.push_back(absl::StrCat(a.Key(), " ", best, " ", o.resource, "/",
-                                                  absl::StrJoin(bound->units, ","), "x", bound->amount_per_unit));
-      }
-      Arrived(plan.gpu, true);
+      if (absl::Status s = RecordBound(plan, best, *bound, &holds); !s.ok()) return s;
     }
     for (const Hold& h : holds) {
       if (absl::Status s = placer_.ApplyBoundPod(h.pod, h.json); !s.ok()) return s;
