@@ -328,6 +328,17 @@ class Driver {
 
  private:
   absl::Status ApplyObjects(const Event& ev, bool start);
+  // The initial cluster (the trace's first `objects` event, else an empty one) to the placer
+  // and the ledger, and the cluster's GPU count; returns the index of the first event left.
+  absl::StatusOr<size_t> StartCluster();
+  // node_add, node_update, node_remove (event number i, for messages).
+  absl::Status NodeEvent(const Event& ev, size_t i);
+  // An arriving pod's plan, its project labelled and the pod created at the placer.
+  absl::StatusOr<PodPlan> Plan(const PodArrival& arrival);
+  // The arrivals events[i, end), decided by options_.concurrency clients at once.
+  absl::Status ArriveConcurrently(size_t i, size_t end);
+  // The run's result once every event is played.
+  RunResult Finish(double wall);
   // A pod_arrive naming a project its namespace does not map to: the namespace gets the
   // project label (a fact, as an operator would set it), since the extender reads projects
   // from namespaces.
@@ -784,15 +795,8 @@ absl::Status Driver::ApplyObjects(const Event& ev, bool start) {
   return placer_.Sync();
 }
 
-absl::StatusOr<RunResult> Driver::Run() {
+absl::StatusOr<size_t> Driver::StartCluster() {
   const std::vector<Event>& events = input_.trace.events;
-  {
-    absl::MutexLock lock(&mu_);
-    result_.policy = options_.policy;
-    result_.mode = placer_.Describe();
-    result_.seed = options_.seed;
-    result_.load = options_.load;
-  }
   size_t first = 0;
   if (!events.empty() && events[0].type == EventType::kObjects) {
     if (absl::Status s = ApplyObjects(events[0], true); !s.ok()) return s;
@@ -802,120 +806,84 @@ absl::StatusOr<RunResult> Driver::Run() {
     const std::string empty = "{\"kind\":\"List\",\"items\":[]}";
     if (absl::Status s = placer_.Start(empty, ObjectBatch{}); !s.ok()) return s;
   }
+  absl::MutexLock lock(&mu_);
+  if (input_.cluster_gpus > 0) {
+    result_.cluster_gpus = input_.cluster_gpus;
+    return first;
+  }
+  // Physical GPUs: nvidia.com/gpu.count labels of the initial nodes.
+  absl::StatusOr<ObjectBatch> batch = first == 1 ? DecodeObjects(events[0].json) : ObjectBatch{};
+  if (batch.ok()) {
+    for (const NodeObject& n : batch->nodes) {
+      auto it = n.labels.find("nvidia.com/gpu.count");
+      int64_t c = 0;
+      if (it != n.labels.end() && absl::SimpleAtoi(it->second, &c)) result_.cluster_gpus += static_cast<double>(c);
+    }
+  }
+  return first;
+}
+
+absl::Status Driver::NodeEvent(const Event& ev, size_t i) {
+  if (ev.type == EventType::kNodeRemove) {
+    if (absl::Status s = placer_.RemoveNode(ev.name); !s.ok()) return s;
+    {
+      absl::MutexLock lock(&mu_);
+      ledger_.RemoveNode(ev.name);
+      shadow_.RemoveNode(ev.name);
+    }
+    return placer_.Sync();
+  }
+  absl::StatusOr<ObjectBatch> b = DecodeObjects(ev.json);
+  if (!b.ok() || b->nodes.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("event ", i + 1, ": node: ",
+                                                   b.ok() ? "not one Node" : b.status().message()));
+  }
+  if (absl::Status s = placer_.ApplyNode(ev.json, b->nodes[0]); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
-    if (input_.cluster_gpus > 0) {
-      result_.cluster_gpus = input_.cluster_gpus;
-    } else {
-      // Physical GPUs: nvidia.com/gpu.count labels of the initial nodes.
-      absl::StatusOr<ObjectBatch> batch = first == 1 ? DecodeObjects(events[0].json) : ObjectBatch{};
-      if (batch.ok()) {
-        for (const NodeObject& n : batch->nodes) {
-          auto it = n.labels.find("nvidia.com/gpu.count");
-          int64_t c = 0;
-          if (it != n.labels.end() && absl::SimpleAtoi(it->second, &c)) result_.cluster_gpus += static_cast<double>(c);
-        }
-      }
-    }
+    ledger_.ApplyNode(b->nodes[0]);
+    shadow_.ApplyNode(b->nodes[0]);
   }
+  return placer_.Sync();
+}
 
-  const auto start = Clock::now();
-  size_t done = first;
-  auto progress = [&] {
-    if (options_.progress) options_.progress(done, events.size());
-  };
-  for (size_t i = first; i < events.size(); ++i) {
-    const Event& ev = events[i];
-    if (options_.record != nullptr) options_.record->Write(ev);
-    absl::Status s;
-    switch (ev.type) {
-      case EventType::kObjects:
-        s = ApplyObjects(ev, false);
-        break;
-      case EventType::kNodeAdd:
-      case EventType::kNodeUpdate: {
-        absl::StatusOr<ObjectBatch> b = DecodeObjects(ev.json);
-        if (!b.ok() || b->nodes.size() != 1) {
-          s = absl::InvalidArgumentError(absl::StrCat("event ", i + 1, ": node: ",
-                                                      b.ok() ? "not one Node" : b.status().message()));
-          break;
-        }
-        s = placer_.ApplyNode(ev.json, b->nodes[0]);
-        if (s.ok()) {
-          {
-            absl::MutexLock lock(&mu_);
-            ledger_.ApplyNode(b->nodes[0]);
-            shadow_.ApplyNode(b->nodes[0]);
-          }
-          s = placer_.Sync();
-        }
-        break;
-      }
-      case EventType::kNodeRemove: {
-        s = placer_.RemoveNode(ev.name);
-        if (s.ok()) {
-          {
-            absl::MutexLock lock(&mu_);
-            ledger_.RemoveNode(ev.name);
-            shadow_.RemoveNode(ev.name);
-          }
-          s = placer_.Sync();
-        }
-        break;
-      }
-      case EventType::kPodDelete:
-        s = Delete(ev.pod.namespace_name, ev.pod.name);
-        break;
-      case EventType::kPodArrive: {
-        if (options_.concurrency <= 1) {
-          if (absl::Status p = EnsureProject(ev.pod); !p.ok()) return p;
-          absl::StatusOr<PodPlan> plan = MakePlan(ev.pod);
-          if (!plan.ok()) return plan.status();
-          if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
-          s = Schedule(*plan);
-          break;
-        }
-        // A run of consecutive arrivals, decided by `concurrency` clients at once.
-        size_t end = i;
-        while (end < events.size() && events[end].type == EventType::kPodArrive) ++end;
-        std::vector<PodPlan> plans;
-        for (size_t j = i; j < end; ++j) {
-          if (j > i && options_.record != nullptr) options_.record->Write(events[j]);
-          if (absl::Status p = EnsureProject(events[j].pod); !p.ok()) return p;
-          absl::StatusOr<PodPlan> plan = MakePlan(events[j].pod);
-          if (!plan.ok()) return plan.status();
-          if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
-          plans.push_back(*std::move(plan));
-        }
-        std::atomic<size_t> next{0};
-        absl::Mutex err_mu;
-        absl::Status first_error;
-        std::vector<std::thread> workers;
-        for (int32_t w = 0; w < options_.concurrency; ++w) {
-          workers.emplace_back([&] {
-            for (size_t k = next++; k < plans.size(); k = next++) {
-              absl::Status e = Schedule(plans[k]);
-              if (!e.ok()) {
-                absl::MutexLock l(&err_mu);
-                if (first_error.ok()) first_error = e;
-              }
-            }
-          });
-        }
-        for (std::thread& t : workers) t.join();
-        s = first_error;
-        done += end - i - 1;
-        i = end - 1;
-        break;
-      }
-    }
-    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("event ", i + 1, " (", EventTypeName(ev.type), "): ", s.message()));
-    ++done;
-    if ((done & 255) == 0) progress();
+absl::StatusOr<PodPlan> Driver::Plan(const PodArrival& arrival) {
+  if (absl::Status p = EnsureProject(arrival); !p.ok()) return p;
+  absl::StatusOr<PodPlan> plan = MakePlan(arrival);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
+  return plan;
+}
+
+absl::Status Driver::ArriveConcurrently(size_t i, size_t end) {
+  const std::vector<Event>& events = input_.trace.events;
+  std::vector<PodPlan> plans;
+  for (size_t j = i; j < end; ++j) {
+    if (j > i && options_.record != nullptr) options_.record->Write(events[j]);
+    absl::StatusOr<PodPlan> plan = Plan(events[j].pod);
+    if (!plan.ok()) return plan.status();
+    plans.push_back(*std::move(plan));
   }
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  progress();
+  std::atomic<size_t> next{0};
+  absl::Mutex err_mu;
+  absl::Status first_error;
+  std::vector<std::thread> workers;
+  for (int32_t w = 0; w < options_.concurrency; ++w) {
+    workers.emplace_back([&] {
+      for (size_t k = next++; k < plans.size(); k = next++) {
+        absl::Status e = Schedule(plans[k]);
+        if (!e.ok()) {
+          absl::MutexLock l(&err_mu);
+          if (first_error.ok()) first_error = e;
+        }
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return first_error;
+}
 
+RunResult Driver::Finish(double wall) {
   std::optional<AuditReport> mirror_audit = placer_.MirrorAudit();  // not under mu_: lock order
   absl::MutexLock lock(&mu_);
   RunResult r = std::move(result_);
@@ -935,6 +903,64 @@ absl::StatusOr<RunResult> Driver::Run() {
   r.audit = ledger_.Audit();
   for (auto& [verb, us] : latency_) r.latency[verb] = Summarise(std::move(us));
   return r;
+}
+
+absl::StatusOr<RunResult> Driver::Run() {
+  const std::vector<Event>& events = input_.trace.events;
+  {
+    absl::MutexLock lock(&mu_);
+    result_.policy = options_.policy;
+    result_.mode = placer_.Describe();
+    result_.seed = options_.seed;
+    result_.load = options_.load;
+  }
+  absl::StatusOr<size_t> first = StartCluster();
+  if (!first.ok()) return first.status();
+
+  const auto start = Clock::now();
+  size_t done = *first;
+  auto progress = [&] {
+    if (options_.progress) options_.progress(done, events.size());
+  };
+  for (size_t i = *first; i < events.size(); ++i) {
+    const Event& ev = events[i];
+    if (options_.record != nullptr) options_.record->Write(ev);
+    absl::Status s;
+    switch (ev.type) {
+      case EventType::kObjects:
+        s = ApplyObjects(ev, false);
+        break;
+      case EventType::kNodeAdd:
+      case EventType::kNodeUpdate:
+      case EventType::kNodeRemove:
+        s = NodeEvent(ev, i);
+        break;
+      case EventType::kPodDelete:
+        s = Delete(ev.pod.namespace_name, ev.pod.name);
+        break;
+      case EventType::kPodArrive: {
+        if (options_.concurrency <= 1) {
+          absl::StatusOr<PodPlan> plan = Plan(ev.pod);
+          if (!plan.ok()) return plan.status();
+          s = Schedule(*plan);
+          break;
+        }
+        // A run of consecutive arrivals, decided by `concurrency` clients at once.
+        size_t end = i;
+        while (end < events.size() && events[end].type == EventType::kPodArrive) ++end;
+        s = ArriveConcurrently(i, end);
+        done += end - i - 1;
+        i = end - 1;
+        break;
+      }
+    }
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("event ", i + 1, " (", EventTypeName(ev.type), "): ", s.message()));
+    ++done;
+    if ((done & 255) == 0) progress();
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  progress();
+  return Finish(wall);
 }
 
 }  // namespace
