@@ -26,6 +26,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "scoring/decision_core.h"
 #include "scoring/feasibility.h"
 #include "scoring/pod_request.h"
 #include "state/assignment.h"
@@ -287,11 +288,6 @@ absl::StatusOr<std::vector<VictimSet>> DecodeVictims(const rapidjson::Document& 
   return out;
 }
 
-std::string OfferingLabel(const ClusterState& state, const PodRequest& request) {
-  if (request.offering == kNoOffering) return std::string(kNoOfferingLabel);
-  return state.catalog().Get(request.offering).resource;
-}
-
 // The text of each Node object in a filter request, for echoing passing nodes back byte for
 // byte instead of re-serialising them from the DOM (a third of the time of a 5,000-Node
 // filter). `raw` is a copy of the body taken before it was parsed in place at `parsed`: an
@@ -378,8 +374,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // ---------------------------------------------------------------- service state
 
 struct ExtenderService::Impl {
-  Impl(Mirror* m, Binder* b, ServiceOptions o)
-      : mirror(m), binder(b), options(o), pending(o.max_pending_pods) {}
+  Impl(Mirror* m, const PlacementPolicy* policy, Binder* b, ServiceOptions o)
+      : mirror(m), core(m, policy), binder(b), options(o), pending(o.max_pending_pods) {}
 
   // Applies request-borne Node objects that changed since we last applied them (by
   // resourceVersion) or that the mirror does not hold; decodes only those, and takes the
@@ -388,63 +384,15 @@ struct ExtenderService::Impl {
   absl::Status RefreshNodes(const ExtenderArgs& args);
 
   Mirror* const mirror;
+  // Every decision: the verbs only decode, call it and encode.
+  DecisionCore core;
   Binder* const binder;
   const ServiceOptions options;
   PendingPods pending;
 
   absl::Mutex versions_mu;
   absl::flat_hash_map<std::string, std::string> applied_versions ABSL_GUARDED_BY(versions_mu);
-
-  // The candidates as FilterNodes takes them: the nodes (null when unknown) and their slots.
-  struct Candidates {
-    std::vector<const NodeState*> nodes;
-    std::vector<uint32_t> slots;
-  };
-  // The candidate list's nodes, looked up through the last lookup when kube-scheduler sends
-  // the same names again (it does, pod after pod, while the cluster's node set is stable):
-  // comparing 5,000 names with the remembered ones is a sequential scan, much cheaper than
-  // 5,000 hash lookups. Must be called under the mirror's lock that `state` came from.
-  std::shared_ptr<const Candidates> LookUpNodes(const ClusterState& state,
-                                                const std::vector<absl::string_view>& names);
-
-  absl::Mutex lookup_mu;
-  // The last lookup: its names back to back, their lengths, what was found, and the
-  // ClusterState::node_set_version() the pointers and slots belong to.
-  std::string lookup_names ABSL_GUARDED_BY(lookup_mu);
-  std::vector<uint32_t> lookup_lengths ABSL_GUARDED_BY(lookup_mu);
-  std::shared_ptr<const Candidates> lookup_found ABSL_GUARDED_BY(lookup_mu);
-  uint64_t lookup_version ABSL_GUARDED_BY(lookup_mu) = 0;
 };
-
-std::shared_ptr<const ExtenderService::Impl::Candidates> ExtenderService::Impl::LookUpNodes(
-    const ClusterState& state, const std::vector<absl::string_view>& names) {
-  {
-    absl::MutexLock lock(&lookup_mu);
-    bool same = lookup_version == state.node_set_version() && lookup_lengths.size() == names.size();
-    size_t at = 0;
-    for (size_t i = 0; same && i < names.size(); ++i) {
-      same = names[i].size() == lookup_lengths[i] &&
-             std::memcmp(names[i].data(), lookup_names.data() + at, names[i].size()) == 0;
-      at += lookup_lengths[i];
-    }
-    // Node pointers and slots stay valid while the node set version is unchanged
-    // (cluster_state.h); the shared copy outlives a later lookup that replaces it.
-    if (same) return lookup_found;
-  }
-  auto found = std::make_shared<Candidates>();
-  found->nodes = state.FindNodes(names);
-  found->slots = SlotsOf(found->nodes);
-  absl::MutexLock lock(&lookup_mu);
-  lookup_names.clear();
-  lookup_lengths.clear();
-  for (absl::string_view name : names) {
-    lookup_names.append(name.data(), name.size());
-    lookup_lengths.push_back(static_cast<uint32_t>(name.size()));
-  }
-  lookup_found = found;
-  lookup_version = state.node_set_version();
-  return found;
-}
 
 absl::Status ExtenderService::Impl::RefreshNodes(const ExtenderArgs& args) {
   const std::vector<ObjectIdentity>& ids = args.identities;
@@ -460,7 +408,7 @@ absl::Status ExtenderService::Impl::RefreshNodes(const ExtenderArgs& args) {
   // Unchanged versions still need the node present: a relist or deletion may have dropped it.
   // (Looked up through the remembered candidate list, which the verb reuses right after.)
   bool any = mirror->Read([&](const ClusterState& state) {
-    const std::shared_ptr<const Candidates> found = LookUpNodes(state, args.names);
+    const std::shared_ptr<const CandidateNodes> found = core.LookUp(state, args.names);
     bool found_stale = false;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (!stale[i]) {
@@ -493,7 +441,9 @@ absl::Status ExtenderService::Impl::RefreshNodes(const ExtenderArgs& args) {
 
 ExtenderService::ExtenderService(Mirror* mirror, std::unique_ptr<PlacementPolicy> policy,
                                  Binder* binder, ServiceOptions options)
-    : impl_(std::make_unique<Impl>(mirror, binder, options)), policy_(std::move(policy)) {
+    // impl_ is initialised first (declaration order), while `policy` still holds the policy.
+    : impl_(std::make_unique<Impl>(mirror, policy.get(), binder, options)),
+      policy_(std::move(policy)) {
   // Series that dashboards and alerts query exist (at 0) before the first decision.
   if (options.metrics != nullptr) {
     mirror->Read([&](const ClusterState& state) { options.metrics->InitSeries(state.catalog()); });
@@ -602,25 +552,10 @@ VerbResult ExtenderService::Filter(std::string body) {
     }
   }
 
-  // One verdict per candidate, in input order; kFits for every node when the pod is not ours.
-  std::vector<FitReason> verdicts(args->names.size(), FitReason::kFits);
+  FilterDecision decision = impl_->core.Filter(args->pod, args->names);
+  const std::vector<FitReason>& verdicts = decision.verdicts;
+  const PodRequest& request = decision.request;
   std::array<int64_t, kFitReasonCount> reason_counts{};
-  std::string offering_label;
-  PodRequest request;
-  bool spill = false;
-  impl_->mirror->Read([&](const ClusterState& state) {
-    request = ResolvePodRequest(state.catalog(), args->pod,
-                                state.ProjectOfNamespace(args->pod.namespace_name));
-    offering_label = OfferingLabel(state, request);
-    // I6: a pod asking for no catalog resource passes every node, known or not.
-    if (!request.interested()) return;
-    const std::shared_ptr<const Impl::Candidates> candidates =
-        impl_->LookUpNodes(state, args->names);
-    FilterOutcome outcome =
-        FilterNodes(state, request, candidates->nodes, candidates->slots, [](size_t) {});
-    spill = outcome.spill_outside_candidates;
-    for (size_t i = 0; i < verdicts.size(); ++i) verdicts[i] = outcome.fits[i].reason;
-  });
   impl_->pending.Remember(std::move(args->pod));
   int passed_count = 0;
   for (FitReason r : verdicts) {
@@ -668,11 +603,13 @@ VerbResult ExtenderService::Filter(std::string body) {
 
   if (ExtenderMetrics* m = impl_->options.metrics) {
     for (int r = 0; r < kFitReasonCount; ++r) {
-      m->ObserveFilterVerdicts(offering_label, FitReasonLabel(static_cast<FitReason>(r)),
+      m->ObserveFilterVerdicts(decision.offering_label, FitReasonLabel(static_cast<FitReason>(r)),
                                reason_counts[static_cast<size_t>(r)]);
     }
     m->ObserveFilterNodes(passed_count, static_cast<int>(verdicts.size()) - passed_count);
-    if (spill) m->ObserveSpill(offering_label, "no_candidate_with_own_unit");
+    if (decision.spill_outside_candidates) {
+      m->ObserveSpill(decision.offering_label, "no_candidate_with_own_unit");
+    }
   }
   return VerbResult{200, std::move(out), "ok"};
 }
@@ -692,28 +629,7 @@ VerbResult ExtenderService::Prioritize(std::string body) {
     }
   }
 
-  std::vector<int64_t> scores(args->names.size(), 0);
-  impl_->mirror->Read([&](const ClusterState& state) {
-    const PodRequest request = ResolvePodRequest(
-        state.catalog(), args->pod, state.ProjectOfNamespace(args->pod.namespace_name));
-    if (request.offering == kNoOffering || !request.unresolvable.empty()) return;
-    const std::shared_ptr<const Impl::Candidates> candidates =
-        impl_->LookUpNodes(state, args->names);
-    const std::vector<const NodeState*>& nodes = candidates->nodes;
-    const ProjectId project = state.FindProject(request.project);
-    const RoomRow* rows = state.RoomRows(request.offering);
-    const FilterOutcome outcome = FilterNodes(state, request, nodes, candidates->slots, [&](size_t i) {
-      std::optional<int64_t> score =
-          policy_->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
-      if (!score) score = policy_->ScoreFiltered(state, request, project, *nodes[i]);
-      // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
-      scores[i] = std::clamp<int64_t>(*score, 0, kMaxExtenderPriority);
-    });
-    // Nodes the cross-node affinity rule refused after all score 0.
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!outcome.fits[i].fits()) scores[i] = 0;
-    }
-  });
+  const std::vector<int64_t> scores = impl_->core.Prioritize(args->pod, args->names);
   impl_->pending.Remember(std::move(args->pod));
 
   std::string out;
@@ -732,6 +648,17 @@ std::string BindFailureMessage(const absl::Status& s) {
   return IsNotSent(s) ? absl::StrCat("bind timed out before it could be sent (pod not bound; "
                                      "retry): ", s.message())
                       : absl::StrCat("binding rejected: ", s.message());
+}
+
+// gse_bind_total's outcome for a reservation the core refused.
+const char* RefusalOutcome(ReserveRefusal refusal) {
+  switch (refusal) {
+    case ReserveRefusal::kQuota: return "quota";
+    case ReserveRefusal::kNoFit: return "no_fit";
+    case ReserveRefusal::kNone:
+    case ReserveRefusal::kUnitTaken: break;
+  }
+  return "unit_taken";
 }
 
 }  // namespace
@@ -806,16 +733,10 @@ VerbResult ExtenderService::Bind(std::string body) {
                                " was not seen in filter; cannot bind"));
   }
 
-  PodRequest request;
-  std::string offering_label;
-  bool time_sliced = false;
-  impl_->mirror->Read([&](const ClusterState& state) {
-    request = ResolvePodRequest(state.catalog(), *pod,
-                                state.ProjectOfNamespace(pod->namespace_name));
-    offering_label = OfferingLabel(state, request);
-    time_sliced = request.offering != kNoOffering &&
-                  state.catalog().Get(request.offering).sharing == Sharing::kTimeSliced;
-  });
+  const DecisionCore::Resolved resolved = impl_->core.Resolve(*pod);
+  const PodRequest& request = resolved.request;
+  const std::string& offering_label = resolved.offering_label;
+  const bool time_sliced = resolved.time_sliced;
   decision.project = request.project;
 
   auto call_binder = [&](const std::map<std::string, std::string>& annotations,
@@ -861,63 +782,10 @@ VerbResult ExtenderService::Bind(std::string body) {
 
   const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
-  // Filled in by the chooser, which runs under the mirror's writer lock.
-  std::string fail_outcome = "unit_taken";
-  bool own_unit = false;
-  // A pod that already holds units (a concurrent bind of the same pod, an earlier bind whose
-  // outcome was unknown, or a watch event that recorded the pod as bound) keeps them whatever
-  // this call's Binder says; a reservation still in flight is joined, and counted as one more
-  // bind of it (ClusterState::Reserve), so that no call's "not bound" frees what another
-  // call's POST may still commit (ClusterState::ReleaseReservation).
-  absl::StatusOr<Assignment> reserved = impl_->mirror->ReserveWith(
-      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
-        const PodRecord* held = state.FindPodById(pod_id);
-        if (held != nullptr && held->source == HoldingSource::kReserved &&
-            held->assignment.node == target->node) {
-          // kube-scheduler retries a bind whose outcome we could not tell (or runs it twice):
-          // the same binding again, so that a committed earlier one reads back as ours.
-          fail_outcome = "unit_taken";
-          return held->assignment;
-        }
-        const NodeState* node = state.FindNode(target->node);
-        const NodeFit fit = CheckNode(state, request, node);
-        if (!fit.fits()) {
-          switch (fit.reason) {
-            case FitReason::kNoFreeUnit:
-            case FitReason::kNoFreeTicket:
-            case FitReason::kNoUnitWithShares:
-              fail_outcome = "unit_taken";  // capacity went since filter (or never was)
-              break;
-            case FitReason::kQuotaExhausted:
-              fail_outcome = "quota";
-              break;
-            default:
-              fail_outcome = "no_fit";
-          }
-          return absl::FailedPreconditionError(fit.Message(request));
-        }
-        // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
-        // units are the only choice; else the policy chooses.
-        const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
-        absl::StatusOr<Assignment> a = gate.joinable ? *gate.joinable
-                                                     : policy_->ChooseUnits(state, request, *node);
-        if (!a.ok()) {
-          fail_outcome = "no_fit";
-          return a;
-        }
-        if (time_sliced && !a->units.empty()) {
-          const NodeOffering* no = node->Find(request.offering);
-          const ProjectId project = state.FindProject(request.project);
-          const auto idx = static_cast<size_t>(a->units.front());
-          own_unit = no != nullptr && project != kNoProject && idx < no->units.size() &&
-                     no->units[idx].owner == project && no->units[idx].used > 0;
-        }
-        // Reserve re-checks after this; if it refuses, the unit was taken under our feet.
-        fail_outcome = "unit_taken";
-        return a;
-      });
+  const ReserveDecision reservation = impl_->core.Reserve(claim, request, target->node);
+  const absl::StatusOr<Assignment>& reserved = reservation.assignment;
   if (!reserved.ok()) {
-    return answer(offering_label, fail_outcome, -1,
+    return answer(offering_label, RefusalOutcome(reservation.refusal), -1,
                   absl::StrCat("binding rejected: ", target->node, ": ",
                                reserved.status().message()));
   }
@@ -926,7 +794,7 @@ VerbResult ExtenderService::Bind(std::string body) {
       [&](const ClusterState& state) {
         return AssignmentAnnotations(*reserved, state.catalog(), request.project);
       });
-  const char* placement = time_sliced ? (own_unit ? "own_unit" : "new_unit") : "";
+  const char* placement = time_sliced ? (reservation.own_unit ? "own_unit" : "new_unit") : "";
   double seconds = 0;
   const BindResult bound = call_binder(annotations, &seconds);
   switch (bound.outcome) {
@@ -999,26 +867,18 @@ VerbResult ExtenderService::Preempt(std::string body) {
   // they hold GPUs: kube-scheduler may evict them for other resources, so the victim list
   // is echoed unchanged). A node where it still would not fit is dropped, as is any node
   // without victims (the scheduler rejects those).
+  std::vector<VictimProposal> proposals;
+  std::vector<const VictimSet*> proposed;  // parallel to proposals
+  for (const VictimSet& set : *victims) {
+    if (set.uids.empty()) continue;
+    proposals.push_back(VictimProposal{set.node, &set.uids});
+    proposed.push_back(&set);
+  }
+  const std::vector<bool> fits = impl_->core.Preempt(*pod, proposals);
   std::vector<const VictimSet*> kept;
-  impl_->mirror->Read([&](const ClusterState& state) {
-    const PodRequest request =
-        ResolvePodRequest(state.catalog(), *pod, state.ProjectOfNamespace(pod->namespace_name));
-    for (const VictimSet& set : *victims) {
-      if (set.uids.empty()) continue;
-      if (!request.interested()) {
-        kept.push_back(&set);
-        continue;
-      }
-      if (!request.unresolvable.empty()) continue;
-      Evictions evicted;
-      for (const std::string& uid : set.uids) {
-        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->id);
-      }
-      if (CheckNode(state, request, state.FindNode(set.node), evicted).fits()) {
-        kept.push_back(&set);
-      }
-    }
-  });
+  for (size_t i = 0; i < proposed.size(); ++i) {
+    if (fits[i]) kept.push_back(proposed[i]);
+  }
 
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);

@@ -1,4 +1,4 @@
-// The replay driver, the in-process placer and the independent ledger (replay_engine.h).
+// The replay driver and its inputs (replay_engine.h).
 #include "perf/replay_engine.h"
 
 #include <algorithm>
@@ -17,10 +17,12 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "perf/in_process_placer.h"
 #include "scoring/feasibility.h"
 #include "scoring/pod_request.h"
 #include "state/assignment.h"
 #include "state/quantity.h"
+#include "state/unit_rules.h"
 
 namespace gse::replay {
 namespace {
@@ -36,12 +38,6 @@ double Micros(Clock::time_point start) {
 }
 
 void Str(Writer& w, absl::string_view s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); }
-
-// A replay names each live pod uniquely, so its deletions go by name: the pod recorded under
-// `key` (whatever its UID) leaves the mirror.
-void ReleasePodNamed(ClusterState& state, const std::string& key) {
-  if (const PodRecord* rec = state.FindPod(key)) state.Release(std::string(rec->id));
-}
 
 std::vector<std::string> SortedNames(const std::vector<std::string>& names) {
   std::vector<std::string> out = names;
@@ -160,15 +156,6 @@ absl::StatusOr<PodObject> DecodePodJson(const std::string& json) {
   return DecodePod(doc, "pod");
 }
 
-bool Matches(const SelectorRequirement& r, const std::map<std::string, std::string>& labels) {
-  auto it = labels.find(r.key);
-  if (r.op == "Exists") return it != labels.end();
-  if (r.op == "DoesNotExist") return it == labels.end();
-  const bool in = it != labels.end() &&
-                  std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
-  return r.op == "In" ? in : !in;
-}
-
 LatencySummary Summarise(std::vector<double> us) {
   LatencySummary s;
   s.count = static_cast<int64_t>(us.size());
@@ -197,500 +184,6 @@ std::string Dominant(const std::map<std::string, int64_t>& counts) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// InProcessPlacer
-
-InProcessPlacer::InProcessPlacer(std::shared_ptr<const Catalog> catalog,
-                                 std::unique_ptr<PlacementPolicy> policy)
-    : policy_(std::move(policy)), mirror_(std::move(catalog), MirrorOptions{}) {}
-
-absl::Status InProcessPlacer::Start(const std::string& list_json, const ObjectBatch& batch) {
-  return ApplyObjects(list_json, batch);
-}
-
-absl::Status InProcessPlacer::ApplyObjects(const std::string&, const ObjectBatch& batch) {
-  mirror_.Write([&](ClusterState& s) {
-    s.ApplyBatch(batch);
-    return true;
-  });
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPlacer::ApplyNode(const std::string&, const NodeObject& node) {
-  mirror_.Write([&](ClusterState& s) { return s.ApplyNode(node); });
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPlacer::RemoveNode(const std::string& name) {
-  mirror_.Write([&](ClusterState& s) {
-    s.RemoveNode(name);
-    return true;
-  });
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPlacer::DeletePod(const std::string& ns, const std::string& name) {
-  mirror_.Write([&](ClusterState& s) {
-    ReleasePodNamed(s, absl::StrCat(ns, "/", name));
-    return true;
-  });
-  return absl::OkStatus();
-}
-
-absl::Status InProcessPlacer::ApplyBoundPod(const PodObject& pod, const std::string&) {
-  mirror_.Write([&](ClusterState& s) {
-    s.ApplyPod(pod);
-    return true;
-  });
-  return absl::OkStatus();
-}
-
-absl::StatusOr<FilterAnswer> InProcessPlacer::Filter(const PodPlan& plan,
-                                                     const std::vector<std::string>& candidates) {
-  FilterAnswer answer;
-  mirror_.Read([&](const ClusterState& state) {
-    const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
-                                                 state.ProjectOfNamespace(plan.pod.namespace_name));
-    std::vector<const NodeState*> nodes;
-    nodes.reserve(candidates.size());
-    for (const std::string& n : candidates) nodes.push_back(state.FindNode(n));
-    const FilterOutcome outcome = FilterNodes(state, request, nodes);
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (outcome.fits[i].fits()) {
-        answer.passed.push_back(candidates[i]);
-      } else {
-        answer.failed[candidates[i]] = std::string(FitReasonLabel(outcome.fits[i].reason));
-      }
-    }
-  });
-  return answer;
-}
-
-absl::StatusOr<std::vector<int64_t>> InProcessPlacer::Prioritize(
-    const PodPlan& plan, const std::vector<std::string>& names) {
-  std::vector<int64_t> scores(names.size(), 0);
-  mirror_.Read([&](const ClusterState& state) {
-    const PodRequest request = ResolvePodRequest(state.catalog(), plan.pod,
-                                                 state.ProjectOfNamespace(plan.pod.namespace_name));
-    if (!request.unresolvable.empty()) return;
-    std::vector<const NodeState*> nodes;
-    nodes.reserve(names.size());
-    for (const std::string& n : names) nodes.push_back(state.FindNode(n));
-    if (request.offering == kNoOffering) {
-      // Only with ReplayOptions::extender_all_pods: the policy scores a pod that takes no
-      // unit (0 for policies that do not model host resources).
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (nodes[i] == nullptr) continue;
-        scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0, kMaxExtenderPriority);
-      }
-      return;
-    }
-    const FilterOutcome outcome = FilterNodes(state, request, nodes);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!outcome.fits[i].fits()) continue;
-      scores[i] = std::clamp<int64_t>(policy_->Score(state, request, *nodes[i]), 0, kMaxExtenderPriority);
-    }
-  });
-  return scores;
-}
-
-absl::StatusOr<Assignment> InProcessPlacer::Bind(const PodPlan& plan, const std::string& node_name) {
-  PodRequest request = mirror_.Read([&](const ClusterState& state) {
-    return ResolvePodRequest(state.catalog(), plan.pod, state.ProjectOfNamespace(plan.pod.namespace_name));
-  });
-  if (!request.interested()) return absl::FailedPreconditionError("pod requests no GPU offering");
-  if (!request.unresolvable.empty()) return absl::FailedPreconditionError(request.unresolvable);
-  const PodClaim claim{plan.pod.Key(), plan.pod.uid, plan.pod.namespace_name, request.project};
-  absl::StatusOr<Assignment> a = mirror_.ReserveWith(
-      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
-        const NodeState* node = state.FindNode(node_name);
-        const NodeFit fit = CheckNode(state, request, node);
-        if (!fit.fits()) return absl::FailedPreconditionError(fit.Message(request));
-        return policy_->ChooseUnits(state, request, *node);
-      });
-  if (!a.ok()) return a.status();
-  (void)mirror_.Confirm(PodIdOf(claim.uid, claim.key));
-  return a;
-}
-
-std::optional<AuditReport> InProcessPlacer::MirrorAudit() {
-  return mirror_.Read([](const ClusterState& s) { return s.Audit(); });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Ledger
-
-Ledger::Ledger(std::shared_ptr<const Catalog> catalog,
-               std::vector<std::pair<std::string, std::string>> twins)
-    : catalog_(std::move(catalog)) {
-  twin_of_.assign(catalog_->size(), kNoOffering);
-  for (const auto& [a, b] : twins) {
-    const Offering* oa = catalog_->Find(a);
-    const Offering* ob = catalog_->Find(b);
-    if (oa == nullptr || ob == nullptr) continue;
-    twin_of_[static_cast<size_t>(oa->id)] = ob->id;
-    twin_of_[static_cast<size_t>(ob->id)] = oa->id;
-  }
-}
-
-int32_t Ledger::ResourceId(const std::string& name) {
-  auto [it, inserted] = resource_ids_.emplace(name, static_cast<int32_t>(resource_names_.size()));
-  if (inserted) resource_names_.push_back(name);
-  return it->second;
-}
-
-void Ledger::RebuildNames() {
-  names_.clear();
-  for (const auto& [name, n] : nodes_) {
-    if (!n.removed) names_.push_back(name);
-  }
-  std::sort(names_.begin(), names_.end());
-  order_.clear();
-  for (const std::string& name : names_) order_.push_back(&nodes_.find(name)->second);
-}
-
-// Units per offering from the Node object, by the device plugin's conventions (written here
-// again rather than taken from the mirror, so that the audit is independent).
-void Ledger::Derive(NodeFacts* n) {
-  n->units.clear();
-  n->alloc_cpu = n->alloc_memory = n->alloc_pods = 0;
-  std::fill(n->alloc_ext.begin(), n->alloc_ext.end(), 0);
-  for (const auto& [key, milli] : n->object.allocatable_milli) {
-    if (key == "cpu") {
-      n->alloc_cpu = milli;
-    } else if (key == "memory") {
-      n->alloc_memory = milli;
-    } else if (key == "pods") {
-      n->alloc_pods = milli;
-    } else {
-      const size_t id = static_cast<size_t>(ResourceId(key));
-      if (n->alloc_ext.size() <= id) n->alloc_ext.resize(id + 1, 0);
-      n->alloc_ext[id] = milli;
-    }
-    const Offering* o = catalog_->Find(key);
-    if (o == nullptr) continue;
-    absl::string_view base = key;
-    absl::ConsumeSuffix(&base, ".shared");
-    auto label = [&](absl::string_view suffix) -> int64_t {
-      auto it = n->object.labels.find(absl::StrCat(base, ".", suffix));
-      int64_t v = -1;
-      if (it == n->object.labels.end() || !absl::SimpleAtoi(it->second, &v)) return -1;
-      return v;
-    };
-    int64_t replicas = o->sharing == Sharing::kExclusive ? 1 : o->replicas;
-    if (o->shared() && label("replicas") >= 1) replicas = label("replicas");
-    int64_t count = label("count");
-    if (count < 0) count = milli / 1000 / std::max<int64_t>(1, replicas);
-    n->units[o->id] = {static_cast<int32_t>(count), static_cast<int32_t>(replicas)};
-  }
-}
-
-void Ledger::ApplyBatch(const ObjectBatch& batch) {
-  for (const NamespaceObject& ns : batch.namespaces) {
-    auto it = ns.labels.find(MirrorOptions().project_label);
-    namespace_project_[ns.name] = it != ns.labels.end() && !it->second.empty() ? it->second : ns.name;
-  }
-  for (const ResourceQuotaObject& q : batch.quotas) {
-    auto p = namespace_project_.find(q.namespace_name);
-    const std::string project = p != namespace_project_.end() ? p->second : q.namespace_name;
-    for (const Offering& o : catalog_->offerings()) {
-      auto it = q.hard_milli.find(absl::StrCat("requests.", o.resource));
-      if (it == q.hard_milli.end()) continue;
-      int64_t v = it->second / 1000;
-      if (o.sharing == Sharing::kTimeSliced) v = (v + o.replicas - 1) / std::max(1, o.replicas);
-      quota_[project][o.id] = v;
-    }
-  }
-  for (const NodeObject& n : batch.nodes) ApplyNode(n);
-}
-
-void Ledger::ApplyNode(const NodeObject& node) {
-  auto [it, inserted] = nodes_.try_emplace(node.name);
-  NodeFacts& n = it->second;
-  const bool was_removed = n.removed;
-  n.object = node;
-  n.removed = false;
-  Derive(&n);
-  if (inserted || was_removed) RebuildNames();
-}
-
-void Ledger::RemoveNode(const std::string& name) {
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return;
-  it->second.removed = true;
-  it->second.object.unschedulable = true;
-  it->second.object.allocatable_milli.clear();
-  Derive(&it->second);
-  RebuildNames();
-}
-
-bool Ledger::HasNode(const std::string& node) const {
-  auto it = nodes_.find(node);
-  return it != nodes_.end() && !it->second.removed;
-}
-
-Ledger::Demand Ledger::DemandOf(const PodObject& pod) {
-  Demand d;
-  std::map<std::string, int64_t> req;
-  for (const ContainerResources& c : pod.containers) {
-    for (const auto& [k, v] : c.requests_milli) req[k] += v;
-    for (const auto& [k, v] : c.limits_milli) {
-      if (c.requests_milli.count(k) == 0 && k != "cpu" && k != "memory") req[k] += v;
-    }
-  }
-  for (const auto& [k, v] : req) {
-    if (v <= 0) continue;
-    if (k == "cpu") {
-      d.cpu = v;
-    } else if (k == "memory") {
-      d.memory = v;
-    } else {
-      d.ext.emplace_back(ResourceId(k), v);
-    }
-  }
-  return d;
-}
-
-void Ledger::Bind(const PodObject& pod, const std::string& project, const std::string& node,
-                  const Assignment* a, bool placeholder) {
-  PodFacts f;
-  f.node = node;
-  f.project = project;
-  f.placeholder = placeholder;
-  f.demand = DemandOf(pod);
-  NodeFacts& n = nodes_[node];
-  n.used_cpu += f.demand.cpu;
-  n.used_memory += f.demand.memory;
-  n.used_pods += 1000;
-  for (const auto& [id, v] : f.demand.ext) {
-    if (n.used_ext.size() <= static_cast<size_t>(id)) n.used_ext.resize(static_cast<size_t>(id) + 1, 0);
-    n.used_ext[static_cast<size_t>(id)] += v;
-  }
-  if (a != nullptr) {
-    f.assignment = *a;
-    f.has_assignment = true;
-    for (int32_t i : a->units) {
-      units_[UnitKey{node, a->offering, i}].push_back(Holder{pod.Key(), project, a->amount_per_unit, placeholder});
-    }
-  }
-  pods_[pod.Key()] = std::move(f);
-}
-
-void Ledger::Delete(const std::string& pod_key) {
-  auto it = pods_.find(pod_key);
-  if (it == pods_.end()) return;
-  const PodFacts& f = it->second;
-  NodeFacts& n = nodes_[f.node];
-  n.used_cpu -= f.demand.cpu;
-  n.used_memory -= f.demand.memory;
-  n.used_pods -= 1000;
-  for (const auto& [id, v] : f.demand.ext) n.used_ext[static_cast<size_t>(id)] -= v;
-  if (f.has_assignment) {
-    for (int32_t i : f.assignment.units) {
-      auto u = units_.find(UnitKey{f.node, f.assignment.offering, i});
-      if (u == units_.end()) continue;
-      auto& hs = u->second;
-      hs.erase(std::remove_if(hs.begin(), hs.end(), [&](const Holder& h) { return h.pod_key == pod_key; }),
-               hs.end());
-      if (hs.empty()) units_.erase(u);
-    }
-  }
-  pods_.erase(it);
-}
-
-int32_t Ledger::UnitCapacity(const std::string& node, OfferingId offering, int32_t index) const {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return 0;
-  auto u = it->second.units.find(offering);
-  if (u == it->second.units.end() || index < 0 || index >= u->second.first) return 0;
-  return u->second.second;
-}
-
-bool Ledger::ProjectHoldsUnit(const UnitKey& key, const std::string& project) const {
-  auto it = units_.find(key);
-  if (it == units_.end()) return false;
-  for (const Holder& h : it->second) {
-    if (!h.placeholder && h.project == project) return true;
-  }
-  return false;
-}
-
-bool Ledger::OwnsFreeTicket(const std::string& project, OfferingId offering) const {
-  for (const auto& [key, holders] : units_) {
-    if (key.offering != offering || !HasNode(key.node)) continue;
-    int32_t used = 0;
-    bool mine = false;
-    for (const Holder& h : holders) {
-      used += h.amount;
-      mine = mine || h.project == project;
-    }
-    if (mine && used < UnitCapacity(key.node, offering, key.index)) return true;
-  }
-  return false;
-}
-
-std::string Ledger::BuiltInFit(const Demand& d, const PodArrival& arrival,
-                               const std::string& node) const {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || it->second.removed) return "node_unknown";
-  return Fit(d, arrival, it->second);
-}
-
-std::string Ledger::BuiltInFitAt(const Demand& d, const PodArrival& arrival, size_t i) const {
-  return Fit(d, arrival, *order_[i]);
-}
-
-std::string Ledger::Fit(const Demand& d, const PodArrival& arrival, const NodeFacts& n) const {
-  if (n.object.unschedulable) return "node_unschedulable";
-  for (const auto& [k, v] : arrival.node_selector) {
-    auto l = n.object.labels.find(k);
-    if (l == n.object.labels.end() || l->second != v) return "node_affinity";
-  }
-  for (const SelectorRequirement& r : arrival.affinity) {
-    if (!Matches(r, n.object.labels)) return "node_affinity";
-  }
-  if (n.used_pods + 1000 > n.alloc_pods) return "too_many_pods";
-  if (d.cpu > 0 && n.used_cpu + d.cpu > n.alloc_cpu) return "insufficient_cpu";
-  if (d.memory > 0 && n.used_memory + d.memory > n.alloc_memory) return "insufficient_memory";
-  for (const auto& [id, v] : d.ext) {
-    const size_t i = static_cast<size_t>(id);
-    const int64_t alloc = i < n.alloc_ext.size() ? n.alloc_ext[i] : 0;
-    const int64_t used = i < n.used_ext.size() ? n.used_ext[i] : 0;
-    if (used + v > alloc) return absl::StrCat("insufficient_", resource_names_[i]);
-  }
-  return "";
-}
-
-// kube-scheduler's NodeResourcesFit scoring (resources cpu and memory, weight 1 each) and
-// NodeResourcesBalancedAllocation, on the requests after placing the pod.
-int64_t Ledger::LeastAllocated(const Demand& d, const std::string& node) const {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return 0;
-  const NodeFacts& n = it->second;
-  auto one = [](int64_t used, int64_t alloc) -> int64_t {
-    if (alloc <= 0 || used > alloc) return 0;
-    return (alloc - used) * 100 / alloc;
-  };
-  return (one(n.used_cpu + d.cpu, n.alloc_cpu) + one(n.used_memory + d.memory, n.alloc_memory)) / 2;
-}
-
-int64_t Ledger::MostAllocated(const Demand& d, const std::string& node) const {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return 0;
-  const NodeFacts& n = it->second;
-  auto one = [](int64_t used, int64_t alloc) -> int64_t {
-    if (alloc <= 0) return 0;
-    return std::min(used, alloc) * 100 / alloc;
-  };
-  return (one(n.used_cpu + d.cpu, n.alloc_cpu) + one(n.used_memory + d.memory, n.alloc_memory)) / 2;
-}
-
-int64_t Ledger::BalancedAllocation(const Demand& d, const std::string& node) const {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return 0;
-  const NodeFacts& n = it->second;
-  auto frac = [](int64_t used, int64_t alloc) {
-    return alloc <= 0 ? 0.0 : std::min(1.0, static_cast<double>(used) / static_cast<double>(alloc));
-  };
-  const double c = frac(n.used_cpu + d.cpu, n.alloc_cpu), m = frac(n.used_memory + d.memory, n.alloc_memory);
-  const double sd = std::abs(c - m) / 2;  // standard deviation of two fractions
-  return static_cast<int64_t>((1 - sd) * 100);
-}
-
-bool Ledger::FreeHost(absl::string_view node, int64_t* cpu, int64_t* memory) const {
-  auto it = nodes_.find(std::string(node));
-  if (it == nodes_.end() || it->second.removed) return false;
-  *cpu = it->second.alloc_cpu - it->second.used_cpu;
-  *memory = it->second.alloc_memory - it->second.used_memory;
-  return true;
-}
-
-Ledger::AuditResult Ledger::Audit() const {
-  AuditResult r;
-  auto problem = [&](std::string s) {
-    if (r.problems.size() < 50) r.problems.push_back(std::move(s));
-  };
-  // Units: capacity, exclusivity, one owner for time-sliced units.
-  for (const auto& [key, holders] : units_) {
-    const Offering& o = catalog_->Get(key.offering);
-    const std::string id = UnitId(key.node, o.resource, key.index);
-    const int32_t cap = UnitCapacity(key.node, key.offering, key.index);
-    int64_t used = 0;
-    std::vector<std::string> projects;
-    for (const Holder& h : holders) {
-      used += h.amount;
-      if (std::find(projects.begin(), projects.end(), h.project) == projects.end()) projects.push_back(h.project);
-    }
-    bool bad = false;
-    if (cap == 0) {
-      bad = true;
-      problem(absl::StrCat(id, ": held but the node does not advertise it"));
-    } else if (used > cap) {
-      bad = true;
-      problem(absl::StrCat(id, ": ", used, " used of capacity ", cap));
-    }
-    if (o.sharing == Sharing::kExclusive && holders.size() > 1) {
-      bad = true;
-      problem(absl::StrCat(id, ": exclusive unit with ", holders.size(), " holders"));
-    }
-    if (bad) ++r.oversubscribed_units;
-    if (o.sharing == Sharing::kTimeSliced && projects.size() > 1) {
-      ++r.multi_owner_units;
-      problem(absl::StrCat(id, ": time-sliced unit of ", projects.size(), " projects"));
-    }
-    // Twins: one GPU may not serve workload through both of its halves.
-    const OfferingId twin = twin_of_[static_cast<size_t>(key.offering)];
-    if (twin != kNoOffering && key.offering < twin) {
-      auto other = units_.find(UnitKey{key.node, twin, key.index});
-      auto real = [](const std::vector<Holder>& hs) {
-        return std::any_of(hs.begin(), hs.end(), [](const Holder& h) { return !h.placeholder; });
-      };
-      if (other != units_.end() && real(holders) && real(other->second)) {
-        ++r.oversubscribed_units;
-        problem(absl::StrCat(id, ": the same GPU also serves ", catalog_->Get(twin).resource, " pods"));
-      }
-    }
-  }
-  // Nodes: cpu, memory, pods, extended resources against allocatable.
-  for (size_t k = 0; k < names_.size(); ++k) {
-    const std::string& name = names_[k];
-    const NodeFacts& n = *order_[k];
-    std::vector<std::tuple<std::string, int64_t, int64_t>> checks = {
-        {"cpu", n.used_cpu, n.alloc_cpu}, {"memory", n.used_memory, n.alloc_memory}, {"pods", n.used_pods, n.alloc_pods}};
-    for (size_t i = 0; i < n.used_ext.size(); ++i) {
-      checks.emplace_back(resource_names_[i], n.used_ext[i], i < n.alloc_ext.size() ? n.alloc_ext[i] : 0);
-    }
-    for (const auto& [k, used, alloc] : checks) {
-      if (used > 0 && used > alloc) {
-        ++r.over_capacity_nodes;
-        problem(absl::StrCat("node ", name, ": ", k, " requested ", used, "m of ", alloc, "m allocatable"));
-      }
-    }
-  }
-  // Quotas: exclusive units held, time-sliced units owned, mps shares.
-  std::map<std::pair<std::string, OfferingId>, int64_t> usage;
-  for (const auto& [key, holders] : units_) {
-    const Offering& o = catalog_->Get(key.offering);
-    std::map<std::string, int64_t> per_project;
-    for (const Holder& h : holders) {
-      if (h.placeholder) continue;
-      per_project[h.project] += o.sharing == Sharing::kMps ? h.amount : 1;
-    }
-    for (const auto& [p, v] : per_project) usage[{p, key.offering}] += o.sharing == Sharing::kTimeSliced ? 1 : v;
-  }
-  for (const auto& [pk, v] : usage) {
-    auto q = quota_.find(pk.first);
-    if (q == quota_.end()) continue;
-    auto lim = q->second.find(pk.second);
-    if (lim != q->second.end() && v > lim->second) {
-      ++r.over_quota;
-      problem(absl::StrCat("project ", pk.first, ": ", v, " of ", catalog_->Get(pk.second).resource,
-                           " over its quota ", lim->second));
-    }
-  }
-  return r;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Inputs
@@ -835,11 +328,24 @@ class Driver {
 
  private:
   absl::Status ApplyObjects(const Event& ev, bool start);
+  // The initial cluster (the trace's first `objects` event, else an empty one) to the placer
+  // and the ledger, and the cluster's GPU count; returns the index of the first event left.
+  absl::StatusOr<size_t> StartCluster();
+  // node_add, node_update, node_remove (event number i, for messages).
+  absl::Status NodeEvent(const Event& ev, size_t i);
+  // An arriving pod's plan, its project labelled and the pod created at the placer.
+  absl::StatusOr<PodPlan> Plan(const PodArrival& arrival);
+  // The arrivals events[i, end), decided by options_.concurrency clients at once.
+  absl::Status ArriveConcurrently(size_t i, size_t end);
+  // The run's result once every event is played.
+  RunResult Finish(double wall);
   // A pod_arrive naming a project its namespace does not map to: the namespace gets the
   // project label (a fact, as an operator would set it), since the extender reads projects
   // from namespaces.
   absl::Status EnsureProject(const PodArrival& a);
   absl::Status Arrive(const Event& ev);
+  // One arriving pod through kube-scheduler's cycle: BuiltInFilter, then BestInTree for a pod
+  // the extender does not manage, else AskExtender and the placer's bind (RecordBound).
   absl::Status Schedule(const PodPlan& plan);
   absl::Status Delete(const std::string& ns, const std::string& name);
   // The node agent's twin placeholders: recorded here under mu_, applied to the Placer by the
@@ -851,6 +357,33 @@ class Driver {
   absl::Status AddTwinHolds(const Assignment& a, std::vector<Hold>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* names) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PodPlan> MakePlan(const PodArrival& arrival);
+  // kube-scheduler's own filters over the ledger, from where the last search stopped, up to
+  // the percentageOfNodesToScore cut-off; each failing node's reason counted in `reasons`.
+  std::vector<std::string> BuiltInFilter(const Ledger::Demand& demand, const PodArrival& a,
+                                         std::map<std::string, int64_t>* reasons)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The feasible node with the best in-tree score, ties to the lowest name.
+  std::string BestInTree(const Ledger::Demand& demand, const std::vector<std::string>& feasible)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pod bound without units (kube-scheduler's default binder): ledger and placements.
+  void RecordPlain(const PodPlan& plan, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The extender's filter and prioritize (prioritize skipped for one passing node) and the
+  // node of the best total score, kube-scheduler's in-tree scores plus the extender's
+  // weighted score, ties to the lowest name; best "" when no node passed.
+  struct ExtenderPick {
+    std::string best;
+    double filter_us = 0;
+    double prioritize_us = -1;  // < 0: not called
+    std::map<std::string, int64_t> reasons;  // filter's failures by label
+  };
+  absl::StatusOr<ExtenderPick> AskExtender(const PodPlan& plan, const Ledger::Demand& demand,
+                                           const std::vector<std::string>& feasible)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ObservePick(const ExtenderPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A bind the extender made: affinity and spill counters, ledger, shadow state, placements,
+  // and the twin placeholders to apply once mu_ is released (`holds`).
+  absl::Status RecordBound(const PodPlan& plan, const std::string& node, const Assignment& bound,
+                           std::vector<Hold>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Arrived(double gpu, bool placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Observe(const std::string& verb, double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -947,13 +480,7 @@ absl::StatusOr<PodPlan> Driver::MakePlan(const PodArrival& a) {
       if (o == nullptr) continue;
       absl::StatusOr<int64_t> q = ParseQuantityMilli(v);
       if (!q.ok()) continue;
-      double size = 1;
-      if (o->unit == UnitKind::kMig) {
-        int g = 1;
-        const size_t pos = o->mig_profile.find('g');
-        if (pos != std::string::npos) (void)absl::SimpleAtoi(o->mig_profile.substr(0, pos), &g);
-        size = std::min(1.0, g / 7.0);
-      }
+      const double size = UnitGpuFraction(*o);
       const double n = static_cast<double>(*q) / 1000;
       plan.gpu += o->sharing == Sharing::kExclusive ? n * size : n * size / std::max(1, o->replicas);
     }
@@ -1007,56 +534,138 @@ void Driver::ReleaseTwinHolds(const Assignment& a, std::vector<std::string>* nam
   }
 }
 
+std::vector<std::string> Driver::BuiltInFilter(const Ledger::Demand& demand, const PodArrival& a,
+                                               std::map<std::string, int64_t>* reasons) {
+  std::vector<std::string> feasible;
+  const std::vector<std::string>& names = ledger_.NodeNames();
+  const int64_t n = static_cast<int64_t>(names.size());
+  const int64_t want = FeasibleToFind(n);
+  int64_t processed = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t index = static_cast<size_t>((next_start_ + k) % n);
+    ++processed;
+    const std::string r = ledger_.BuiltInFitAt(demand, a, index);
+    if (r.empty()) {
+      feasible.push_back(names[index]);
+      if (static_cast<int64_t>(feasible.size()) >= want) break;
+    } else {
+      ++(*reasons)[r];
+    }
+  }
+  if (want < n && n > 0) next_start_ = (next_start_ + processed) % n;
+  return feasible;
+}
+
+std::string Driver::BestInTree(const Ledger::Demand& demand,
+                               const std::vector<std::string>& feasible) {
+  std::string best;
+  int64_t best_score = -1;
+  for (const std::string& node : SortedNames(feasible)) {
+    const int64_t s = PluginScore(demand, node);
+    if (s > best_score) {
+      best = node;
+      best_score = s;
+    }
+  }
+  return best;
+}
+
+void Driver::RecordPlain(const PodPlan& plan, const std::string& node) {
+  ledger_.Bind(plan.pod, plan.project, node, nullptr, false);
+  if (options_.keep_placements) result_.placements.push_back(absl::StrCat(plan.arrival->Key(), " ", node));
+  Arrived(plan.gpu, true);
+}
+
+absl::StatusOr<Driver::ExtenderPick> Driver::AskExtender(const PodPlan& plan,
+                                                         const Ledger::Demand& demand,
+                                                         const std::vector<std::string>& feasible) {
+  ExtenderPick pick;
+  auto t0 = Clock::now();
+  absl::StatusOr<FilterAnswer> fa = placer_.Filter(plan, feasible);
+  pick.filter_us = Micros(t0);
+  if (!fa.ok()) return fa.status();
+  for (const auto& [node, label] : fa->failed) ++pick.reasons[label];
+  if (fa->passed.size() == 1) {
+    pick.best = fa->passed.front();  // kube-scheduler skips scoring for a single feasible node
+    return pick;
+  }
+  if (fa->passed.empty()) return pick;
+  t0 = Clock::now();
+  absl::StatusOr<std::vector<int64_t>> scores = placer_.Prioritize(plan, fa->passed);
+  pick.prioritize_us = Micros(t0);
+  if (!scores.ok()) return scores.status();
+  if (scores->size() != fa->passed.size()) return absl::InternalError("prioritize: wrong number of scores");
+  // kube-scheduler: in-tree plugin scores + extender score x weight x (100 / 10).
+  absl::MutexLock lock(&mu_);
+  int64_t top = -1;
+  for (size_t i = 0; i < scores->size(); ++i) {
+    const std::string& node = fa->passed[i];
+    const int64_t s = PluginScore(demand, node) + (*scores)[i] * options_.extender_weight * 10;
+    if (s > top || (s == top && node < pick.best)) {
+      top = s;
+      pick.best = node;
+    }
+  }
+  return pick;
+}
+
+void Driver::ObservePick(const ExtenderPick& pick) {
+  Observe("filter", pick.filter_us);
+  if (pick.prioritize_us >= 0) Observe("prioritize", pick.prioritize_us);
+}
+
+absl::Status Driver::RecordBound(const PodPlan& plan, const std::string& node,
+                                 const Assignment& bound, std::vector<Hold>* holds) {
+  const Offering& o = input_.catalog->Get(bound.offering);
+  if (o.sharing == Sharing::kTimeSliced && !bound.units.empty()) {
+    const Ledger::UnitKey key{bound.node, bound.offering, bound.units.front()};
+    ++result_.tickets_placed;
+    if (ledger_.ProjectHoldsUnit(key, plan.project)) {
+      ++result_.tickets_on_owned_unit;
+    } else if (ledger_.OwnsFreeTicket(plan.project, bound.offering)) {
+      ++result_.spills;
+    }
+  }
+  ledger_.Bind(plan.pod, plan.project, node, &bound, false);
+  PodObject pod = plan.pod;
+  pod.node_name = node;
+  pod.phase = "Running";
+  pod.annotations = AssignmentAnnotations(bound, *input_.catalog, plan.project);
+  shadow_.ApplyPod(pod);
+  bound_[pod.Key()] = pod;
+  gpu_of_[pod.Key()] = plan.gpu;
+  if (absl::Status s = AddTwinHolds(bound, holds); !s.ok()) return s;
+  if (options_.keep_placements) {
+    result_.placements.push_back(absl::StrCat(plan.arrival->Key(), " ", node, " ", o.resource, "/",
+                                              absl::StrJoin(bound.units, ","), "x", bound.amount_per_unit));
+  }
+  Arrived(plan.gpu, true);
+  return absl::OkStatus();
+}
+
 absl::Status Driver::Schedule(const PodPlan& plan) {
   const PodArrival& a = *plan.arrival;
+  bool interested = false;
+  for (const auto& [k, v] : a.resources) interested = interested || input_.catalog->Find(k) != nullptr;
   for (int attempt = 0; attempt < 3; ++attempt) {
     // ---- kube-scheduler's own filters (and the percentageOfNodesToScore cut-off)
     std::vector<std::string> feasible;
-    std::map<std::string, int64_t> reasons;
-    bool interested = false;
-    for (const auto& [k, v] : a.resources) interested = interested || input_.catalog->Find(k) != nullptr;
     Ledger::Demand demand;
     std::string plain_node;
     {
       absl::MutexLock lock(&mu_);
       demand = ledger_.DemandOf(plan.pod);
-      const std::vector<std::string>& names = ledger_.NodeNames();
-      const int64_t n = static_cast<int64_t>(names.size());
-      const int64_t want = FeasibleToFind(n);
-      int64_t processed = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        const size_t index = static_cast<size_t>((next_start_ + k) % n);
-        const std::string& node = names[index];
-        ++processed;
-        const std::string r = ledger_.BuiltInFitAt(demand, a, index);
-        if (r.empty()) {
-          feasible.push_back(node);
-          if (static_cast<int64_t>(feasible.size()) >= want) break;
-        } else {
-          ++reasons[r];
-        }
-      }
-      if (want < n && n > 0) next_start_ = (next_start_ + processed) % n;
+      std::map<std::string, int64_t> reasons;
+      feasible = BuiltInFilter(demand, a, &reasons);
       if (feasible.empty()) {
         Fail(Dominant(reasons));
         Arrived(plan.gpu, false);
         return absl::OkStatus();
       }
       if (!interested && !options_.extender_all_pods) {
-        // Not the extender's pod: kube-scheduler's in-tree scores only, ties to the lowest name.
-        std::string best;
-        int64_t best_score = -1;
-        for (const std::string& node : SortedNames(feasible)) {
-          const int64_t s = PluginScore(demand, node);
-          if (s > best_score) {
-            best = node;
-            best_score = s;
-          }
-        }
-        ledger_.Bind(plan.pod, plan.project, best, nullptr, false);
-        if (options_.keep_placements) result_.placements.push_back(absl::StrCat(a.Key(), " ", best));
-        Arrived(plan.gpu, true);
-        plain_node = best;
+        // Not the extender's pod: kube-scheduler's in-tree scores only.
+        plain_node = BestInTree(demand, feasible);
+        RecordPlain(plan, plain_node);
       }
     }
     if (!plain_node.empty()) return placer_.BindPlain(plan, plain_node);
@@ -1065,38 +674,13 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
     if (options_.host != nullptr && options_.concurrency <= 1) {
       options_.host->SetPod(true, demand.cpu, demand.memory);
     }
-    auto t0 = Clock::now();
-    absl::StatusOr<FilterAnswer> fa = placer_.Filter(plan, feasible);
-    const double filter_us = Micros(t0);
-    if (!fa.ok()) return fa.status();
-    std::map<std::string, int64_t> ext_reasons;
-    for (const auto& [node, label] : fa->failed) ++ext_reasons[label];
-    std::string best;
-    double prioritize_us = -1;
-    if (fa->passed.size() == 1) {
-      best = fa->passed.front();  // kube-scheduler skips scoring for a single feasible node
-    } else if (!fa->passed.empty()) {
-      t0 = Clock::now();
-      absl::StatusOr<std::vector<int64_t>> scores = placer_.Prioritize(plan, fa->passed);
-      prioritize_us = Micros(t0);
-      if (!scores.ok()) return scores.status();
-      if (scores->size() != fa->passed.size()) return absl::InternalError("prioritize: wrong number of scores");
-      // kube-scheduler: in-tree plugin scores + extender score x weight x (100 / 10).
-      absl::MutexLock lock(&mu_);
-      int64_t top = -1;
-      for (size_t i = 0; i < scores->size(); ++i) {
-        const std::string& node = fa->passed[i];
-        const int64_t s = PluginScore(demand, node) + (*scores)[i] * options_.extender_weight * 10;
-        if (s > top || (s == top && node < best)) {
-          top = s;
-          best = node;
-        }
-      }
-    }
+    absl::StatusOr<ExtenderPick> pick = AskExtender(plan, demand, feasible);
+    if (!pick.ok()) return pick.status();
+    const std::string& best = pick->best;
     if (best.empty()) {
       absl::MutexLock lock(&mu_);
-      Observe("filter", filter_us);
-      Fail(Dominant(ext_reasons));
+      Observe("filter", pick->filter_us);
+      Fail(Dominant(pick->reasons));
       Arrived(plan.gpu, false);
       return absl::OkStatus();
     }
@@ -1105,11 +689,8 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       // would (one client: nothing changed since the built-in fit above).
       {
         absl::MutexLock lock(&mu_);
-        Observe("filter", filter_us);
-        if (prioritize_us >= 0) Observe("prioritize", prioritize_us);
-        ledger_.Bind(plan.pod, plan.project, best, nullptr, false);
-        if (options_.keep_placements) result_.placements.push_back(absl::StrCat(a.Key(), " ", best));
-        Arrived(plan.gpu, true);
+        ObservePick(*pick);
+        RecordPlain(plan, best);
       }
       return placer_.BindPlain(plan, best);
     }
@@ -1120,14 +701,13 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       absl::MutexLock lock(&mu_);
       if (!ledger_.BuiltInFit(demand, a, best).empty()) continue;
     }
-    t0 = Clock::now();
+    const auto t0 = Clock::now();
     absl::StatusOr<Assignment> bound = placer_.Bind(plan, best);
     const double bind_us = Micros(t0);
     std::vector<Hold> holds;
     {
       absl::MutexLock lock(&mu_);
-      Observe("filter", filter_us);
-      if (prioritize_us >= 0) Observe("prioritize", prioritize_us);
+      ObservePick(*pick);
       Observe("bind", bind_us);
       if (!bound.ok()) {
         if (absl::IsFailedPrecondition(bound.status()) && options_.concurrency > 1 && attempt < 2) continue;
@@ -1136,30 +716,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
         Arrived(plan.gpu, false);
         return absl::OkStatus();
       }
-      const Offering& o = input_.catalog->Get(bound->offering);
-      if (o.sharing == Sharing::kTimeSliced && !bound->units.empty()) {
-        const Ledger::UnitKey key{bound->node, bound->offering, bound->units.front()};
-        ++result_.tickets_placed;
-        if (ledger_.ProjectHoldsUnit(key, plan.project)) {
-          ++result_.tickets_on_owned_unit;
-        } else if (ledger_.OwnsFreeTicket(plan.project, bound->offering)) {
-          ++result_.spills;
-        }
-      }
-      ledger_.Bind(plan.pod, plan.project, best, &*bound, false);
-      PodObject pod = plan.pod;
-      pod.node_name = best;
-      pod.phase = "Running";
-      pod.annotations = AssignmentAnnotations(*bound, *input_.catalog, plan.project);
-      shadow_.ApplyPod(pod);
-      bound_[pod.Key()] = pod;
-      gpu_of_[pod.Key()] = plan.gpu;
-      if (absl::Status s = AddTwinHolds(*bound, &holds); !s.ok()) return s;
-      if (options_.keep_placements) {
-        result_.placements.push_back(absl::StrCat(a.Key(), " ", best, " ", o.resource, "/",
-                                                  absl::StrJoin(bound->units, ","), "x", bound->amount_per_unit));
-      }
-      Arrived(plan.gpu, true);
+      if (absl::Status s = RecordBound(plan, best, *bound, &holds); !s.ok()) return s;
     }
     for (const Hold& h : holds) {
       if (absl::Status s = placer_.ApplyBoundPod(h.pod, h.json); !s.ok()) return s;
@@ -1238,15 +795,8 @@ absl::Status Driver::ApplyObjects(const Event& ev, bool start) {
   return placer_.Sync();
 }
 
-absl::StatusOr<RunResult> Driver::Run() {
+absl::StatusOr<size_t> Driver::StartCluster() {
   const std::vector<Event>& events = input_.trace.events;
-  {
-    absl::MutexLock lock(&mu_);
-    result_.policy = options_.policy;
-    result_.mode = placer_.Describe();
-    result_.seed = options_.seed;
-    result_.load = options_.load;
-  }
   size_t first = 0;
   if (!events.empty() && events[0].type == EventType::kObjects) {
     if (absl::Status s = ApplyObjects(events[0], true); !s.ok()) return s;
@@ -1256,120 +806,84 @@ absl::StatusOr<RunResult> Driver::Run() {
     const std::string empty = "{\"kind\":\"List\",\"items\":[]}";
     if (absl::Status s = placer_.Start(empty, ObjectBatch{}); !s.ok()) return s;
   }
+  absl::MutexLock lock(&mu_);
+  if (input_.cluster_gpus > 0) {
+    result_.cluster_gpus = input_.cluster_gpus;
+    return first;
+  }
+  // Physical GPUs: nvidia.com/gpu.count labels of the initial nodes.
+  absl::StatusOr<ObjectBatch> batch = first == 1 ? DecodeObjects(events[0].json) : ObjectBatch{};
+  if (batch.ok()) {
+    for (const NodeObject& n : batch->nodes) {
+      auto it = n.labels.find("nvidia.com/gpu.count");
+      int64_t c = 0;
+      if (it != n.labels.end() && absl::SimpleAtoi(it->second, &c)) result_.cluster_gpus += static_cast<double>(c);
+    }
+  }
+  return first;
+}
+
+absl::Status Driver::NodeEvent(const Event& ev, size_t i) {
+  if (ev.type == EventType::kNodeRemove) {
+    if (absl::Status s = placer_.RemoveNode(ev.name); !s.ok()) return s;
+    {
+      absl::MutexLock lock(&mu_);
+      ledger_.RemoveNode(ev.name);
+      shadow_.RemoveNode(ev.name);
+    }
+    return placer_.Sync();
+  }
+  absl::StatusOr<ObjectBatch> b = DecodeObjects(ev.json);
+  if (!b.ok() || b->nodes.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("event ", i + 1, ": node: ",
+                                                   b.ok() ? "not one Node" : b.status().message()));
+  }
+  if (absl::Status s = placer_.ApplyNode(ev.json, b->nodes[0]); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
-    if (input_.cluster_gpus > 0) {
-      result_.cluster_gpus = input_.cluster_gpus;
-    } else {
-      // Physical GPUs: nvidia.com/gpu.count labels of the initial nodes.
-      absl::StatusOr<ObjectBatch> batch = first == 1 ? DecodeObjects(events[0].json) : ObjectBatch{};
-      if (batch.ok()) {
-        for (const NodeObject& n : batch->nodes) {
-          auto it = n.labels.find("nvidia.com/gpu.count");
-          int64_t c = 0;
-          if (it != n.labels.end() && absl::SimpleAtoi(it->second, &c)) result_.cluster_gpus += static_cast<double>(c);
-        }
-      }
-    }
+    ledger_.ApplyNode(b->nodes[0]);
+    shadow_.ApplyNode(b->nodes[0]);
   }
+  return placer_.Sync();
+}
 
-  const auto start = Clock::now();
-  size_t done = first;
-  auto progress = [&] {
-    if (options_.progress) options_.progress(done, events.size());
-  };
-  for (size_t i = first; i < events.size(); ++i) {
-    const Event& ev = events[i];
-    if (options_.record != nullptr) options_.record->Write(ev);
-    absl::Status s;
-    switch (ev.type) {
-      case EventType::kObjects:
-        s = ApplyObjects(ev, false);
-        break;
-      case EventType::kNodeAdd:
-      case EventType::kNodeUpdate: {
-        absl::StatusOr<ObjectBatch> b = DecodeObjects(ev.json);
-        if (!b.ok() || b->nodes.size() != 1) {
-          s = absl::InvalidArgumentError(absl::StrCat("event ", i + 1, ": node: ",
-                                                      b.ok() ? "not one Node" : b.status().message()));
-          break;
-        }
-        s = placer_.ApplyNode(ev.json, b->nodes[0]);
-        if (s.ok()) {
-          {
-            absl::MutexLock lock(&mu_);
-            ledger_.ApplyNode(b->nodes[0]);
-            shadow_.ApplyNode(b->nodes[0]);
-          }
-          s = placer_.Sync();
-        }
-        break;
-      }
-      case EventType::kNodeRemove: {
-        s = placer_.RemoveNode(ev.name);
-        if (s.ok()) {
-          {
-            absl::MutexLock lock(&mu_);
-            ledger_.RemoveNode(ev.name);
-            shadow_.RemoveNode(ev.name);
-          }
-          s = placer_.Sync();
-        }
-        break;
-      }
-      case EventType::kPodDelete:
-        s = Delete(ev.pod.namespace_name, ev.pod.name);
-        break;
-      case EventType::kPodArrive: {
-        if (options_.concurrency <= 1) {
-          if (absl::Status p = EnsureProject(ev.pod); !p.ok()) return p;
-          absl::StatusOr<PodPlan> plan = MakePlan(ev.pod);
-          if (!plan.ok()) return plan.status();
-          if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
-          s = Schedule(*plan);
-          break;
-        }
-        // A run of consecutive arrivals, decided by `concurrency` clients at once.
-        size_t end = i;
-        while (end < events.size() && events[end].type == EventType::kPodArrive) ++end;
-        std::vector<PodPlan> plans;
-        for (size_t j = i; j < end; ++j) {
-          if (j > i && options_.record != nullptr) options_.record->Write(events[j]);
-          if (absl::Status p = EnsureProject(events[j].pod); !p.ok()) return p;
-          absl::StatusOr<PodPlan> plan = MakePlan(events[j].pod);
-          if (!plan.ok()) return plan.status();
-          if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
-          plans.push_back(*std::move(plan));
-        }
-        std::atomic<size_t> next{0};
-        absl::Mutex err_mu;
-        absl::Status first_error;
-        std::vector<std::thread> workers;
-        for (int32_t w = 0; w < options_.concurrency; ++w) {
-          workers.emplace_back([&] {
-            for (size_t k = next++; k < plans.size(); k = next++) {
-              absl::Status e = Schedule(plans[k]);
-              if (!e.ok()) {
-                absl::MutexLock l(&err_mu);
-                if (first_error.ok()) first_error = e;
-              }
-            }
-          });
-        }
-        for (std::thread& t : workers) t.join();
-        s = first_error;
-        done += end - i - 1;
-        i = end - 1;
-        break;
-      }
-    }
-    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("event ", i + 1, " (", EventTypeName(ev.type), "): ", s.message()));
-    ++done;
-    if ((done & 255) == 0) progress();
+absl::StatusOr<PodPlan> Driver::Plan(const PodArrival& arrival) {
+  if (absl::Status p = EnsureProject(arrival); !p.ok()) return p;
+  absl::StatusOr<PodPlan> plan = MakePlan(arrival);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status c = placer_.PodCreated(*plan); !c.ok()) return c;
+  return plan;
+}
+
+absl::Status Driver::ArriveConcurrently(size_t i, size_t end) {
+  const std::vector<Event>& events = input_.trace.events;
+  std::vector<PodPlan> plans;
+  for (size_t j = i; j < end; ++j) {
+    if (j > i && options_.record != nullptr) options_.record->Write(events[j]);
+    absl::StatusOr<PodPlan> plan = Plan(events[j].pod);
+    if (!plan.ok()) return plan.status();
+    plans.push_back(*std::move(plan));
   }
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  progress();
+  std::atomic<size_t> next{0};
+  absl::Mutex err_mu;
+  absl::Status first_error;
+  std::vector<std::thread> workers;
+  for (int32_t w = 0; w < options_.concurrency; ++w) {
+    workers.emplace_back([&] {
+      for (size_t k = next++; k < plans.size(); k = next++) {
+        absl::Status e = Schedule(plans[k]);
+        if (!e.ok()) {
+          absl::MutexLock l(&err_mu);
+          if (first_error.ok()) first_error = e;
+        }
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return first_error;
+}
 
+RunResult Driver::Finish(double wall) {
   std::optional<AuditReport> mirror_audit = placer_.MirrorAudit();  // not under mu_: lock order
   absl::MutexLock lock(&mu_);
   RunResult r = std::move(result_);
@@ -1389,6 +903,64 @@ absl::StatusOr<RunResult> Driver::Run() {
   r.audit = ledger_.Audit();
   for (auto& [verb, us] : latency_) r.latency[verb] = Summarise(std::move(us));
   return r;
+}
+
+absl::StatusOr<RunResult> Driver::Run() {
+  const std::vector<Event>& events = input_.trace.events;
+  {
+    absl::MutexLock lock(&mu_);
+    result_.policy = options_.policy;
+    result_.mode = placer_.Describe();
+    result_.seed = options_.seed;
+    result_.load = options_.load;
+  }
+  absl::StatusOr<size_t> first = StartCluster();
+  if (!first.ok()) return first.status();
+
+  const auto start = Clock::now();
+  size_t done = *first;
+  auto progress = [&] {
+    if (options_.progress) options_.progress(done, events.size());
+  };
+  for (size_t i = *first; i < events.size(); ++i) {
+    const Event& ev = events[i];
+    if (options_.record != nullptr) options_.record->Write(ev);
+    absl::Status s;
+    switch (ev.type) {
+      case EventType::kObjects:
+        s = ApplyObjects(ev, false);
+        break;
+      case EventType::kNodeAdd:
+      case EventType::kNodeUpdate:
+      case EventType::kNodeRemove:
+        s = NodeEvent(ev, i);
+        break;
+      case EventType::kPodDelete:
+        s = Delete(ev.pod.namespace_name, ev.pod.name);
+        break;
+      case EventType::kPodArrive: {
+        if (options_.concurrency <= 1) {
+          absl::StatusOr<PodPlan> plan = Plan(ev.pod);
+          if (!plan.ok()) return plan.status();
+          s = Schedule(*plan);
+          break;
+        }
+        // A run of consecutive arrivals, decided by `concurrency` clients at once.
+        size_t end = i;
+        while (end < events.size() && events[end].type == EventType::kPodArrive) ++end;
+        s = ArriveConcurrently(i, end);
+        done += end - i - 1;
+        i = end - 1;
+        break;
+      }
+    }
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("event ", i + 1, " (", EventTypeName(ev.type), "): ", s.message()));
+    ++done;
+    if ((done & 255) == 0) progress();
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  progress();
+  return Finish(wall);
 }
 
 }  // namespace

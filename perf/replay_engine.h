@@ -25,258 +25,32 @@
 // rules (capacity, one owner per time-sliced unit, twins, cpu/memory/pods, quotas), never
 // reading the mirror's counters.
 //
-// Placers: InProcessPlacer (Mirror + scoring, exactly the service's pipeline, no HTTP) here;
-// HttpPlacer in replay_http.h. The driver is single-threaded unless concurrency > 1, when
+// Placers (placer.h): InProcessPlacer (in_process_placer.h: the service's DecisionCore, no
+// HTTP) and HttpPlacer (replay_http.h); the Ledger is replay_ledger.h. The driver is single-threaded unless concurrency > 1, when
 // consecutive arrivals are decided by that many threads (binds are serialised with their
 // twin placeholders).
 #ifndef GSE_PERF_REPLAY_ENGINE_H_
 #define GSE_PERF_REPLAY_ENGINE_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "perf/placer.h"
+#include "perf/replay_ledger.h"
 #include "perf/trace.h"
 #include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "state/catalog.h"
 #include "state/cluster_state.h"
-#include "state/k8s_objects.h"
-#include "state/mirror.h"
 
 namespace gse::replay {
-
-// kube-scheduler's view of free cpu and memory per node, for policies that count host
-// resources (fgd's HostFreeFn). RunReplay attaches its ledger for the run; thread-safe.
-class HostView {
- public:
-  HostView() = default;
-  ~HostView() { mu_.ForgetDeadlockInfo(); }
-  bool Free(absl::string_view node, int64_t* cpu_milli, int64_t* memory_milli) const {
-    absl::MutexLock lock(&mu_);
-    return fn_ ? fn_(node, cpu_milli, memory_milli) : false;
-  }
-  void Attach(HostFreeFn fn) {
-    absl::MutexLock lock(&mu_);
-    fn_ = std::move(fn);
-  }
-  HostFreeFn AsFn() {
-    return [this](absl::string_view n, int64_t* c, int64_t* m) { return Free(n, c, m); };
-  }
-  // The pod being decided (set by the driver around its verbs when it runs one client).
-  void SetPod(bool known, int64_t cpu, int64_t memory) {
-    absl::MutexLock lock(&mu_);
-    pod_known_ = known;
-    pod_cpu_ = cpu;
-    pod_memory_ = memory;
-  }
-  bool Pod(int64_t* cpu, int64_t* memory) const {
-    absl::MutexLock lock(&mu_);
-    *cpu = pod_cpu_;
-    *memory = pod_memory_;
-    return pod_known_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  HostFreeFn fn_ ABSL_GUARDED_BY(mu_);
-  bool pod_known_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t pod_cpu_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t pod_memory_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// One arriving pod as the driver hands it to a Placer.
-struct PodPlan {
-  const PodArrival* arrival = nullptr;
-  PodObject pod;         // decoded (uid set, pending)
-  std::string pod_json;  // the same pod as a Pod object (HTTP bodies, API server)
-  std::string project;   // the project it is charged to
-  double gpu = 0;        // GPU request counted for allocation
-};
-
-struct FilterAnswer {
-  std::vector<std::string> passed;
-  std::map<std::string, std::string> failed;  // node -> reason label (FitReasonLabel)
-};
-
-// The decision maker behind the extender protocol's verbs, and where facts go.
-class Placer {
- public:
-  virtual ~Placer() = default;
-  virtual std::string Describe() const = 0;
-  // The initial cluster (namespaces, quotas, nodes) before any event.
-  virtual absl::Status Start(const std::string& list_json, const ObjectBatch& batch) = 0;
-  virtual absl::Status Stop() { return absl::OkStatus(); }
-
-  virtual absl::Status PodCreated(const PodPlan& pod) { return absl::OkStatus(); }
-  virtual absl::StatusOr<FilterAnswer> Filter(const PodPlan& pod,
-                                              const std::vector<std::string>& candidates) = 0;
-  virtual absl::StatusOr<std::vector<int64_t>> Prioritize(const PodPlan& pod,
-                                                          const std::vector<std::string>& nodes) = 0;
-  // Binds through the extender; returns the units it reserved. FailedPrecondition when the
-  // extender refused (the pod is then dropped).
-  virtual absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) = 0;
-  // Binds a pod the extender is not interested in (kube-scheduler's default binder).
-  virtual absl::Status BindPlain(const PodPlan& pod, const std::string& node) = 0;
-
-  // Facts.
-  virtual absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) = 0;
-  virtual absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) = 0;
-  virtual absl::Status RemoveNode(const std::string& name) = 0;
-  virtual absl::Status DeletePod(const std::string& namespace_name, const std::string& name) = 0;
-  // A pod bound by someone else, with its assignment annotations (the node agent's twins).
-  virtual absl::Status ApplyBoundPod(const PodObject& pod, const std::string& pod_json) = 0;
-  // Waits until the decision maker has seen every fact applied so far.
-  virtual absl::Status Sync() { return absl::OkStatus(); }
-  // Whether Filter/Prioritize/Bind accept a pod that asks for no catalog resource and let the
-  // policy score it (ReplayOptions::extender_all_pods).
-  virtual bool ScoresEveryPod() const { return false; }
-  // ClusterState::Audit of the decision maker's own mirror, when it can be reached.
-  virtual std::optional<AuditReport> MirrorAudit() { return std::nullopt; }
-};
-
-// Placer over a Mirror in this process: ResolvePodRequest -> FilterNodes -> policy Score ->
-// Mirror::ReserveWith(CheckNode + ChooseUnits), the same calls ExtenderService makes.
-class InProcessPlacer : public Placer {
- public:
-  InProcessPlacer(std::shared_ptr<const Catalog> catalog, std::unique_ptr<PlacementPolicy> policy);
-  std::string Describe() const override { return "in-process"; }
-  absl::Status Start(const std::string& list_json, const ObjectBatch& batch) override;
-  absl::StatusOr<FilterAnswer> Filter(const PodPlan& pod, const std::vector<std::string>& candidates) override;
-  absl::StatusOr<std::vector<int64_t>> Prioritize(const PodPlan& pod, const std::vector<std::string>& nodes) override;
-  absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) override;
-  absl::Status BindPlain(const PodPlan&, const std::string&) override { return absl::OkStatus(); }
-  bool ScoresEveryPod() const override { return true; }
-  absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) override;
-  absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) override;
-  absl::Status RemoveNode(const std::string& name) override;
-  absl::Status DeletePod(const std::string& namespace_name, const std::string& name) override;
-  absl::Status ApplyBoundPod(const PodObject& pod, const std::string& pod_json) override;
-  std::optional<AuditReport> MirrorAudit() override;
-  Mirror& mirror() { return mirror_; }
-
- private:
-  std::unique_ptr<PlacementPolicy> policy_;
-  Mirror mirror_;
-};
-
-// The independent ledger of what was placed, and the audit over it.
-class Ledger {
- public:
-  explicit Ledger(std::shared_ptr<const Catalog> catalog,
-                  std::vector<std::pair<std::string, std::string>> twins = {});
-
-  // Facts (the same the Placer gets).
-  void ApplyBatch(const ObjectBatch& batch);
-  void ApplyNode(const NodeObject& node);
-  void RemoveNode(const std::string& name);
-
-  // Records a bound pod (its cpu/memory/extended requests and, when `a` names units, its
-  // holdings). `placeholder` marks the node agent's twin pods (not workload).
-  void Bind(const PodObject& pod, const std::string& project, const std::string& node,
-            const Assignment* a, bool placeholder);
-  void Delete(const std::string& pod_key);
-
-  struct UnitKey {
-    std::string node;
-    OfferingId offering;
-    int32_t index;
-    bool operator<(const UnitKey& o) const {
-      return std::tie(node, offering, index) < std::tie(o.node, o.offering, o.index);
-    }
-  };
-  struct Holder {
-    std::string pod_key;
-    std::string project;
-    int32_t amount;
-    bool placeholder;
-  };
-  const std::map<UnitKey, std::vector<Holder>>& units() const { return units_; }
-  // Test hook: adds a holder without any check (to corrupt the ledger on purpose).
-  void AddHolderForTesting(const UnitKey& key, Holder holder) { units_[key].push_back(std::move(holder)); }
-
-  // Capacity of a unit from the node facts: tickets/shares/1; 0 when the node does not
-  // advertise that many units of the offering.
-  int32_t UnitCapacity(const std::string& node, OfferingId offering, int32_t index) const;
-  // Does `project` hold (own) a time-sliced unit of `offering` with a free ticket?
-  bool OwnsFreeTicket(const std::string& project, OfferingId offering) const;
-  bool ProjectHoldsUnit(const UnitKey& key, const std::string& project) const;
-
-  struct AuditResult {
-    int64_t oversubscribed_units = 0;  // capacity, exclusivity, twins
-    int64_t multi_owner_units = 0;
-    int64_t over_capacity_nodes = 0;  // cpu, memory, pods
-    int64_t over_quota = 0;
-    std::vector<std::string> problems;  // first 50
-  };
-  AuditResult Audit() const;
-
-  // What a pod asks of a node in kube-scheduler's resource view, computed once per pod.
-  struct Demand {
-    int64_t cpu = 0, memory = 0;
-    std::vector<std::pair<int32_t, int64_t>> ext;  // (resource id, milli)
-  };
-  Demand DemandOf(const PodObject& pod);
-  // Built-in fit (kube-scheduler's own filters). Returns "" when the pod fits, else a reason
-  // label ("node_affinity", "too_many_pods", "insufficient_cpu", ...).
-  std::string BuiltInFit(const Demand& d, const PodArrival& arrival, const std::string& node) const;
-  // The same for NodeNames()[i] (no lookup by name: the hot loop).
-  std::string BuiltInFitAt(const Demand& d, const PodArrival& arrival, size_t i) const;
-  // kube-scheduler's in-tree scores of the node after placing the pod, 0..100 (integers, as
-  // kube-scheduler computes them) over cpu and memory.
-  int64_t LeastAllocated(const Demand& d, const std::string& node) const;
-  int64_t MostAllocated(const Demand& d, const std::string& node) const;
-  int64_t BalancedAllocation(const Demand& d, const std::string& node) const;
-  // Free cpu and memory (milli) of a node; false when unknown.
-  bool FreeHost(absl::string_view node, int64_t* cpu, int64_t* memory) const;
-  const std::vector<std::string>& NodeNames() const { return names_; }  // live nodes, sorted
-  bool HasNode(const std::string& node) const;
-
- private:
-  struct NodeFacts {
-    NodeObject object;
-    bool removed = false;
-    int64_t alloc_cpu = 0, alloc_memory = 0, alloc_pods = 0;
-    int64_t used_cpu = 0, used_memory = 0, used_pods = 0;
-    std::vector<int64_t> alloc_ext, used_ext;  // by resource id
-    std::map<OfferingId, std::pair<int32_t, int32_t>> units;  // offering -> (count, capacity)
-  };
-  struct PodFacts {
-    std::string node;
-    std::string project;
-    Demand demand;
-    Assignment assignment;
-    bool has_assignment = false;
-    bool placeholder = false;
-  };
-  void Derive(NodeFacts* n);
-  std::string Fit(const Demand& d, const PodArrival& arrival, const NodeFacts& n) const;
-  int32_t ResourceId(const std::string& name);
-  void RebuildNames();
-
-  std::shared_ptr<const Catalog> catalog_;
-  std::vector<OfferingId> twin_of_;
-  absl::node_hash_map<std::string, NodeFacts> nodes_;  // stable addresses (order_)
-  std::vector<std::string> names_;
-  std::vector<const NodeFacts*> order_;  // parallel to names_
-  std::map<std::string, int32_t> resource_ids_;
-  std::vector<std::string> resource_names_;
-  std::map<std::string, PodFacts> pods_;
-  std::map<UnitKey, std::vector<Holder>> units_;
-  std::map<std::string, std::string> namespace_project_;
-  // project -> offering -> quota in usage units (exclusive units, owned ts units, mps shares)
-  std::map<std::string, std::map<OfferingId, int64_t>> quota_;
-};
 
 struct LatencySummary {
   int64_t count = 0;

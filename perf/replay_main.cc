@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "perf/openb_import.h"
+#include "perf/in_process_placer.h"
 #include "perf/replay_engine.h"
 #include "perf/replay_http.h"
 #include "perf/replay_report.h"

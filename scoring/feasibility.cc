@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "state/quota_charge.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 
@@ -137,36 +138,20 @@ UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& 
   return v;
 }
 
-// Whether a new holder of `project` may join a unit with this view (ignoring free capacity).
-// Exclusive units need no holder at all; time-sliced units (and single-project MPS units) need
-// every holder to be the project's own (I2); other MPS units admit anyone.
+// Whether a new holder of `project` may join a unit with this view (UnitAdmits; a unit whose
+// holders are mixed has no owner).
 bool AdmitsProject(const UnitView& v, const Offering& offering, ProjectId project) {
-  if (v.empty) return true;
-  switch (offering.sharing) {
-    case Sharing::kExclusive:
-      return false;
-    case Sharing::kTimeSliced:
-      return project != kNoProject && !v.mixed && v.owner == project;
-    case Sharing::kMps:
-      if (!offering.mps_single_project) return true;
-      return project != kNoProject && !v.mixed && v.owner == project;
-  }
-  return false;
+  return UnitAdmits(offering, v.empty, v.mixed ? kNoProject : v.owner, project);
 }
 
 // What the project is charged for one unit (state/quota_charge.h), counting only holders not
 // evicted when `skip_evicted`.
 int64_t ChargeOnUnit(const ClusterState& state, const Unit& unit, const Offering& offering,
                      ProjectId project, const Evictions& evicted, bool skip_evicted) {
-  int64_t holdings = 0;
-  int64_t shares = 0;
-  for (const Holding& h : unit.holders) {
-    if (skip_evicted && evicted.contains(h.pod_id)) continue;
-    if (ProjectOfPod(state, h.pod_id) != project) continue;
-    ++holdings;
-    shares += h.amount;
-  }
-  return QuotaCharge(offering, unit, holdings, shares);
+  const ProjectHold held = HoldOf(unit, project, [&](const Holding& h) {
+    return skip_evicted && evicted.contains(h.pod_id) ? kNoProject : ProjectOfPod(state, h.pod_id);
+  });
+  return QuotaCharge(offering, unit, held.holdings, held.amount);
 }
 
 // The project's usage of `offering` once `evicted` are gone.
@@ -417,16 +402,7 @@ bool OwnsFreeTicketAnywhere(const ClusterState& state, const Offering& offering,
 }  // namespace
 
 bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project) {
-  if (unit.Empty()) return true;
-  switch (offering.sharing) {
-    case Sharing::kExclusive:
-      return false;
-    case Sharing::kTimeSliced:
-      return project != kNoProject && unit.owner == project;
-    case Sharing::kMps:
-      return !offering.mps_single_project || (project != kNoProject && unit.owner == project);
-  }
-  return false;
+  return UnitAdmits(offering, unit.Empty(), unit.owner, project);
 }
 
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,

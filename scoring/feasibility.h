@@ -54,10 +54,9 @@ absl::string_view FitReasonText(FitReason reason);
 // Short stable label for metrics ("node_unknown", "quota_exhausted", ...).
 absl::string_view FitReasonLabel(FitReason reason);
 
-// May a new holder of `project` join `unit` (ignoring free capacity)? Empty units admit
-// anyone; exclusive units no one else; time-sliced units (and single-project MPS units) only
-// their owner project (I2); other MPS units anyone. The one statement of this rule that the
-// policies use when they choose units.
+// May a new holder of `project` join `unit` (ignoring free capacity)? UnitAdmits
+// (state/unit_rules.h) for a unit of the mirror, by its recorded owner: what the policies ask
+// when they choose units.
 bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project);
 
 // Pods (PodRecord::id, their UIDs) whose holdings are to be ignored (preemption victims);

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "scoring/feasibility.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 namespace {
@@ -59,33 +60,12 @@ struct Task {
 // Bit i set: task i lacks cpu or memory on the node.
 using HostMask = std::vector<uint64_t>;
 
-// GPU-equivalents of one unit: 1 for a GPU, g/7 for a "<g>g.*" MIG slice (A100 and H100 have
-// seven compute slices).
-double UnitSize(const Offering& o) {
-  if (o.unit == UnitKind::kGpu) return 1.0;
-  int g = 0;
-  absl::string_view profile = o.mig_profile;
-  const size_t pos = profile.find('g');
-  if (pos == absl::string_view::npos || !absl::SimpleAtoi(profile.substr(0, pos), &g) || g <= 0) {
-    return 1.0 / 7.0;
-  }
-  return std::min(1.0, g / 7.0);
-}
-
 bool ProductOk(const std::vector<std::string>& products, absl::string_view product) {
   if (products.empty()) return true;
   for (const std::string& p : products) {
     if (absl::StartsWith(product, p)) return true;
   }
   return false;
-}
-
-bool SelectorMatches(const Offering& offering, const NodeState& node) {
-  for (const auto& [key, value] : offering.node_selector) {
-    auto it = node.labels.find(key);
-    if (it == node.labels.end() || it->second != value) return false;
-  }
-  return true;
 }
 
 // Free amount of one unit as the fragmentation model counts it.
@@ -139,7 +119,7 @@ struct FragmentationModel::Impl {
     for (const NodeOffering& no : node.offerings) {
       if (no.advertised_units <= 0 || !no.unusable_reason.empty()) continue;
       const Offering& o = Get(no.offering);
-      if (!SelectorMatches(o, node)) continue;
+      if (!OfferingSelectsNode(o, node)) continue;
       const OfferingId twin = twin_of[static_cast<size_t>(no.offering)];
       const bool secondary = twin != kNoOffering && !twin_primary[static_cast<size_t>(no.offering)];
       for (const Unit& unit : no.units) {
@@ -318,7 +298,7 @@ absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
   if (catalog == nullptr) return absl::InvalidArgumentError("fragmentation: no catalog");
   auto impl = std::make_unique<FragmentationModel::Impl>();
   impl->catalog = catalog;
-  for (const Offering& o : catalog->offerings()) impl->size.push_back(UnitSize(o));
+  for (const Offering& o : catalog->offerings()) impl->size.push_back(UnitGpuFraction(o));
   if (absl::Status s = ResolveTwins(*catalog, options.twins, impl.get()); !s.ok()) return s;
   double total = 0;
   for (size_t i = 0; i < options.tasks.size(); ++i) {

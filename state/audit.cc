@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "state/quota_charge.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 namespace cluster_state_internal {
@@ -199,8 +200,7 @@ class Auditor {
               c.used, ", holders ", unit.holders.size(), " vs ", c.holders);
     }
     if (bad) ++report_.oversubscribed_units;
-    const bool single_owner = offering.sharing != Sharing::kMps || offering.mps_single_project;
-    if (c.projects.size() >= 2 && single_owner) {
+    if (c.projects.size() >= 2 && OneProjectPerUnit(offering)) {
       ++report_.multi_owner_units;
       std::vector<std::string> names;
       for (const auto& p : c.projects) names.push_back(ProjectName(p.first));

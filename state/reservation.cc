@@ -9,24 +9,20 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "state/quota_charge.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 
 int64_t ClusterState::UsageDelta(const Offering& offering, const NodeOffering& no,
                                  const Assignment& a, ProjectId project) const {
+  auto project_of = [&](const Holding& h) {
+    auto it = pods_.find(h.pod_id);
+    return it == pods_.end() ? kNoProject : it->second.project;
+  };
   int64_t delta = 0;
   for (int32_t index : a.units) {
     const Unit& unit = no.units[static_cast<size_t>(index)];
-    int64_t holdings = 0;
-    int64_t amount = 0;
-    for (const Holding& h : unit.holders) {
-      auto it = pods_.find(h.pod_id);
-      if (project == kNoProject || it == pods_.end() || it->second.project != project) continue;
-      ++holdings;
-      amount += h.amount;
-    }
-    delta += QuotaCharge(offering, unit, holdings + 1, amount + a.amount_per_unit) -
-             QuotaCharge(offering, unit, holdings, amount);
+    delta += JoinCharge(offering, unit, HoldOf(unit, project, project_of), a.amount_per_unit);
   }
   return delta;
 }
@@ -150,15 +146,12 @@ absl::Status ClusterState::CheckRoom(const PodClaim& claim, const std::string& p
     }
   }
   const ProjectId project = FindProject(project_name);
-  const bool single_owner = offering.sharing == Sharing::kTimeSliced ||
-                            (offering.sharing == Sharing::kMps && offering.mps_single_project);
-  if (single_owner) {
-    for (int32_t index : a.units) {
-      const Unit& unit = no->units[static_cast<size_t>(index)];
-      if (!unit.Empty() && (project == kNoProject || unit.owner != project)) {
-        return fail("unit ", UnitId(a.node, offering.resource, index),
-                    " is owned by another project");
-      }
+  // (An exclusive unit that is not empty failed on capacity above.)
+  for (int32_t index : a.units) {
+    const Unit& unit = no->units[static_cast<size_t>(index)];
+    if (!UnitAdmits(offering, unit.Empty(), unit.owner, project)) {
+      return fail("unit ", UnitId(a.node, offering.resource, index),
+                  " is owned by another project");
     }
   }
   const int64_t delta = UsageDelta(offering, *no, a, project);

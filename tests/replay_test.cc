@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "perf/openb_import.h"
+#include "perf/in_process_placer.h"
 #include "perf/replay_engine.h"
 #include "perf/replay_http.h"
 #include "perf/replay_report.h"

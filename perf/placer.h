@@ -1,0 +1,119 @@
+// The Placer: the decision maker behind the extender protocol's verbs as the replay driver
+// (replay_engine.h) drives it, and where the trace's facts go; the pod plan it is handed,
+// and kube-scheduler's host view that fgd reads. Implementations: InProcessPlacer
+// (in_process_placer.h), HttpPlacer (replay_http.h).
+#ifndef GSE_PERF_PLACER_H_
+#define GSE_PERF_PLACER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "perf/trace.h"
+#include "scoring/fragmentation_policy.h"
+#include "state/assignment.h"
+#include "state/cluster_state.h"
+#include "state/k8s_objects.h"
+
+namespace gse::replay {
+
+// kube-scheduler's view of free cpu and memory per node, for policies that count host
+// resources (fgd's HostFreeFn). RunReplay attaches its ledger for the run; thread-safe.
+class HostView {
+ public:
+  HostView() = default;
+  ~HostView() { mu_.ForgetDeadlockInfo(); }
+  bool Free(absl::string_view node, int64_t* cpu_milli, int64_t* memory_milli) const {
+    absl::MutexLock lock(&mu_);
+    return fn_ ? fn_(node, cpu_milli, memory_milli) : false;
+  }
+  void Attach(HostFreeFn fn) {
+    absl::MutexLock lock(&mu_);
+    fn_ = std::move(fn);
+  }
+  HostFreeFn AsFn() {
+    return [this](absl::string_view n, int64_t* c, int64_t* m) { return Free(n, c, m); };
+  }
+  // The pod being decided (set by the driver around its verbs when it runs one client).
+  void SetPod(bool known, int64_t cpu, int64_t memory) {
+    absl::MutexLock lock(&mu_);
+    pod_known_ = known;
+    pod_cpu_ = cpu;
+    pod_memory_ = memory;
+  }
+  bool Pod(int64_t* cpu, int64_t* memory) const {
+    absl::MutexLock lock(&mu_);
+    *cpu = pod_cpu_;
+    *memory = pod_memory_;
+    return pod_known_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  HostFreeFn fn_ ABSL_GUARDED_BY(mu_);
+  bool pod_known_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t pod_cpu_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pod_memory_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// One arriving pod as the driver hands it to a Placer.
+struct PodPlan {
+  const PodArrival* arrival = nullptr;
+  PodObject pod;         // decoded (uid set, pending)
+  std::string pod_json;  // the same pod as a Pod object (HTTP bodies, API server)
+  std::string project;   // the project it is charged to
+  double gpu = 0;        // GPU request counted for allocation
+};
+
+struct FilterAnswer {
+  std::vector<std::string> passed;
+  std::map<std::string, std::string> failed;  // node -> reason label (FitReasonLabel)
+};
+
+// The decision maker behind the extender protocol's verbs, and where facts go.
+class Placer {
+ public:
+  virtual ~Placer() = default;
+  virtual std::string Describe() const = 0;
+  // The initial cluster (namespaces, quotas, nodes) before any event.
+  virtual absl::Status Start(const std::string& list_json, const ObjectBatch& batch) = 0;
+  virtual absl::Status Stop() { return absl::OkStatus(); }
+
+  virtual absl::Status PodCreated(const PodPlan& pod) { return absl::OkStatus(); }
+  virtual absl::StatusOr<FilterAnswer> Filter(const PodPlan& pod,
+                                              const std::vector<std::string>& candidates) = 0;
+  virtual absl::StatusOr<std::vector<int64_t>> Prioritize(const PodPlan& pod,
+                                                          const std::vector<std::string>& nodes) = 0;
+  // Binds through the extender; returns the units it reserved. FailedPrecondition when the
+  // extender refused (the pod is then dropped).
+  virtual absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) = 0;
+  // Binds a pod the extender is not interested in (kube-scheduler's default binder).
+  virtual absl::Status BindPlain(const PodPlan& pod, const std::string& node) = 0;
+
+  // Facts.
+  virtual absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) = 0;
+  virtual absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) = 0;
+  virtual absl::Status RemoveNode(const std::string& name) = 0;
+  virtual absl::Status DeletePod(const std::string& namespace_name, const std::string& name) = 0;
+  // A pod bound by someone else, with its assignment annotations (the node agent's twins).
+  virtual absl::Status ApplyBoundPod(const PodObject& pod, const std::string& pod_json) = 0;
+  // Waits until the decision maker has seen every fact applied so far.
+  virtual absl::Status Sync() { return absl::OkStatus(); }
+  // Whether Filter/Prioritize/Bind accept a pod that asks for no catalog resource and let the
+  // policy score it (ReplayOptions::extender_all_pods).
+  virtual bool ScoresEveryPod() const { return false; }
+  // ClusterState::Audit of the decision maker's own mirror, when it can be reached.
+  virtual std::optional<AuditReport> MirrorAudit() { return std::nullopt; }
+};
+
+}  // namespace gse::replay
+
+#endif  // GSE_PERF_PLACER_H_

@@ -1,0 +1,137 @@
+// Ledger: the replay's independent record of what was placed and the audit over it. It
+// recounts every unit from the assignments the binds produced and the node facts of the
+// trace, with its own rules (capacity, one owner per time-sliced unit, twins,
+// cpu/memory/pods, quotas), never reading the mirror's counters; and it is kube-scheduler's
+// own resource view for the driver (built-in fit, in-tree scores). Not thread-safe: the
+// driver serialises access.
+#ifndef GSE_PERF_REPLAY_LEDGER_H_
+#define GSE_PERF_REPLAY_LEDGER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/node_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "perf/trace.h"
+#include "state/assignment.h"
+#include "state/catalog.h"
+#include "state/k8s_objects.h"
+
+namespace gse::replay {
+
+// The independent ledger of what was placed, and the audit over it.
+class Ledger {
+ public:
+  explicit Ledger(std::shared_ptr<const Catalog> catalog,
+                  std::vector<std::pair<std::string, std::string>> twins = {});
+
+  // Facts (the same the Placer gets).
+  void ApplyBatch(const ObjectBatch& batch);
+  void ApplyNode(const NodeObject& node);
+  void RemoveNode(const std::string& name);
+
+  // Records a bound pod (its cpu/memory/extended requests and, when `a` names units, its
+  // holdings). `placeholder` marks the node agent's twin pods (not workload).
+  void Bind(const PodObject& pod, const std::string& project, const std::string& node,
+            const Assignment* a, bool placeholder);
+  void Delete(const std::string& pod_key);
+
+  struct UnitKey {
+    std::string node;
+    OfferingId offering;
+    int32_t index;
+    bool operator<(const UnitKey& o) const {
+      return std::tie(node, offering, index) < std::tie(o.node, o.offering, o.index);
+    }
+  };
+  struct Holder {
+    std::string pod_key;
+    std::string project;
+    int32_t amount;
+    bool placeholder;
+  };
+  const std::map<UnitKey, std::vector<Holder>>& units() const { return units_; }
+  // Test hook: adds a holder without any check (to corrupt the ledger on purpose).
+  void AddHolderForTesting(const UnitKey& key, Holder holder) { units_[key].push_back(std::move(holder)); }
+
+  // Capacity of a unit from the node facts: tickets/shares/1; 0 when the node does not
+  // advertise that many units of the offering.
+  int32_t UnitCapacity(const std::string& node, OfferingId offering, int32_t index) const;
+  // Does `project` hold (own) a time-sliced unit of `offering` with a free ticket?
+  bool OwnsFreeTicket(const std::string& project, OfferingId offering) const;
+  bool ProjectHoldsUnit(const UnitKey& key, const std::string& project) const;
+
+  struct AuditResult {
+    int64_t oversubscribed_units = 0;  // capacity, exclusivity, twins
+    int64_t multi_owner_units = 0;
+    int64_t over_capacity_nodes = 0;  // cpu, memory, pods
+    int64_t over_quota = 0;
+    std::vector<std::string> problems;  // first 50
+  };
+  AuditResult Audit() const;
+
+  // What a pod asks of a node in kube-scheduler's resource view, computed once per pod.
+  struct Demand {
+    int64_t cpu = 0, memory = 0;
+    std::vector<std::pair<int32_t, int64_t>> ext;  // (resource id, milli)
+  };
+  Demand DemandOf(const PodObject& pod);
+  // Built-in fit (kube-scheduler's own filters). Returns "" when the pod fits, else a reason
+  // label ("node_affinity", "too_many_pods", "insufficient_cpu", ...).
+  std::string BuiltInFit(const Demand& d, const PodArrival& arrival, const std::string& node) const;
+  // The same for NodeNames()[i] (no lookup by name: the hot loop).
+  std::string BuiltInFitAt(const Demand& d, const PodArrival& arrival, size_t i) const;
+  // kube-scheduler's in-tree scores of the node after placing the pod, 0..100 (integers, as
+  // kube-scheduler computes them) over cpu and memory.
+  int64_t LeastAllocated(const Demand& d, const std::string& node) const;
+  int64_t MostAllocated(const Demand& d, const std::string& node) const;
+  int64_t BalancedAllocation(const Demand& d, const std::string& node) const;
+  // Free cpu and memory (milli) of a node; false when unknown.
+  bool FreeHost(absl::string_view node, int64_t* cpu, int64_t* memory) const;
+  const std::vector<std::string>& NodeNames() const { return names_; }  // live nodes, sorted
+  bool HasNode(const std::string& node) const;
+
+ private:
+  struct NodeFacts {
+    NodeObject object;
+    bool removed = false;
+    int64_t alloc_cpu = 0, alloc_memory = 0, alloc_pods = 0;
+    int64_t used_cpu = 0, used_memory = 0, used_pods = 0;
+    std::vector<int64_t> alloc_ext, used_ext;  // by resource id
+    std::map<OfferingId, std::pair<int32_t, int32_t>> units;  // offering -> (count, capacity)
+  };
+  struct PodFacts {
+    std::string node;
+    std::string project;
+    Demand demand;
+    Assignment assignment;
+    bool has_assignment = false;
+    bool placeholder = false;
+  };
+  void Derive(NodeFacts* n);
+  std::string Fit(const Demand& d, const PodArrival& arrival, const NodeFacts& n) const;
+  int32_t ResourceId(const std::string& name);
+  void RebuildNames();
+
+  std::shared_ptr<const Catalog> catalog_;
+  std::vector<OfferingId> twin_of_;
+  absl::node_hash_map<std::string, NodeFacts> nodes_;  // stable addresses (order_)
+  std::vector<std::string> names_;
+  std::vector<const NodeFacts*> order_;  // parallel to names_
+  std::map<std::string, int32_t> resource_ids_;
+  std::vector<std::string> resource_names_;
+  std::map<std::string, PodFacts> pods_;
+  std::map<UnitKey, std::vector<Holder>> units_;
+  std::map<std::string, std::string> namespace_project_;
+  // project -> offering -> quota in usage units (exclusive units, owned ts units, mps shares)
+  std::map<std::string, std::map<OfferingId, int64_t>> quota_;
+};
+
+}  // namespace gse::replay
+
+#endif  // GSE_PERF_REPLAY_LEDGER_H_

@@ -1,0 +1,218 @@
+// DecisionCore: filter, prioritize, reserve and preempt over the Mirror (decision_core.h).
+#include "scoring/decision_core.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+namespace gse {
+
+std::string OfferingLabel(const ClusterState& state, const PodRequest& request) {
+  if (request.offering == kNoOffering) return "none";
+  return state.catalog().Get(request.offering).resource;
+}
+
+namespace {
+
+PodRequest ResolveOn(const ClusterState& state, const PodObject& pod) {
+  return ResolvePodRequest(state.catalog(), pod, state.ProjectOfNamespace(pod.namespace_name));
+}
+
+// What bind's metrics call a CheckNode refusal at the commit point.
+ReserveRefusal RefusalOf(FitReason reason) {
+  switch (reason) {
+    case FitReason::kNoFreeUnit:
+    case FitReason::kNoFreeTicket:
+    case FitReason::kNoUnitWithShares:
+      return ReserveRefusal::kUnitTaken;
+    case FitReason::kQuotaExhausted:
+      return ReserveRefusal::kQuota;
+    default:
+      return ReserveRefusal::kNoFit;
+  }
+}
+
+// Whether `a`'s first unit already held tickets of `request`'s project before this bind.
+bool JoinsOwnUnit(const ClusterState& state, const PodRequest& request, const NodeState& node,
+                  const Assignment& a) {
+  if (a.units.empty()) return false;
+  const NodeOffering* no = node.Find(request.offering);
+  const ProjectId project = state.FindProject(request.project);
+  const auto idx = static_cast<size_t>(a.units.front());
+  return no != nullptr && project != kNoProject && idx < no->units.size() &&
+         no->units[idx].owner == project && no->units[idx].used > 0;
+}
+
+}  // namespace
+
+DecisionCore::DecisionCore(Mirror* mirror, const PlacementPolicy* policy)
+    : mirror_(mirror), policy_(policy) {}
+
+DecisionCore::Resolved DecisionCore::Resolve(const PodObject& pod) const {
+  return mirror_->Read([&](const ClusterState& state) {
+    Resolved r;
+    r.request = ResolveOn(state, pod);
+    r.offering_label = OfferingLabel(state, r.request);
+    r.time_sliced = r.request.offering != kNoOffering &&
+                    state.catalog().Get(r.request.offering).sharing == Sharing::kTimeSliced;
+    return r;
+  });
+}
+
+std::shared_ptr<const CandidateNodes> DecisionCore::LookUp(
+    const ClusterState& state, const std::vector<absl::string_view>& names) {
+  {
+    absl::MutexLock lock(&lookup_mu_);
+    bool same =
+        lookup_version_ == state.node_set_version() && lookup_lengths_.size() == names.size();
+    size_t at = 0;
+    for (size_t i = 0; same && i < names.size(); ++i) {
+      same = names[i].size() == lookup_lengths_[i] &&
+             std::memcmp(names[i].data(), lookup_names_.data() + at, names[i].size()) == 0;
+      at += lookup_lengths_[i];
+    }
+    // Node pointers and slots stay valid while the node set version is unchanged
+    // (cluster_state.h); the shared copy outlives a later lookup that replaces it.
+    if (same) return lookup_found_;
+  }
+  auto found = std::make_shared<CandidateNodes>();
+  found->nodes = state.FindNodes(names);
+  found->slots = SlotsOf(found->nodes);
+  absl::MutexLock lock(&lookup_mu_);
+  lookup_names_.clear();
+  lookup_lengths_.clear();
+  for (absl::string_view name : names) {
+    lookup_names_.append(name.data(), name.size());
+    lookup_lengths_.push_back(static_cast<uint32_t>(name.size()));
+  }
+  lookup_found_ = found;
+  lookup_version_ = state.node_set_version();
+  return found;
+}
+
+FilterDecision DecisionCore::Filter(const PodObject& pod,
+                                    const std::vector<absl::string_view>& names) {
+  FilterDecision d;
+  d.verdicts.assign(names.size(), FitReason::kFits);
+  mirror_->Read([&](const ClusterState& state) {
+    d.request = ResolveOn(state, pod);
+    d.offering_label = OfferingLabel(state, d.request);
+    // I6: a pod asking for no catalog resource passes every node, known or not.
+    if (!d.request.interested()) return;
+    const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
+    FilterOutcome outcome =
+        FilterNodes(state, d.request, candidates->nodes, candidates->slots, [](size_t) {});
+    d.spill_outside_candidates = outcome.spill_outside_candidates;
+    for (size_t i = 0; i < d.verdicts.size(); ++i) d.verdicts[i] = outcome.fits[i].reason;
+  });
+  return d;
+}
+
+std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
+                                              const std::vector<absl::string_view>& names,
+                                              bool score_pods_without_offering) {
+  std::vector<int64_t> scores(names.size(), 0);
+  // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
+  auto clamped = [](int64_t s) { return std::clamp<int64_t>(s, 0, kMaxExtenderPriority); };
+  mirror_->Read([&](const ClusterState& state) {
+    const PodRequest request = ResolveOn(state, pod);
+    if (!request.unresolvable.empty()) return;
+    if (request.offering == kNoOffering) {
+      if (!score_pods_without_offering) return;
+      const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (candidates->nodes[i] == nullptr) continue;
+        scores[i] = clamped(policy_->Score(state, request, *candidates->nodes[i]));
+      }
+      return;
+    }
+    const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
+    const std::vector<const NodeState*>& nodes = candidates->nodes;
+    const ProjectId project = state.FindProject(request.project);
+    const RoomRow* rows = state.RoomRows(request.offering);
+    const FilterOutcome outcome =
+        FilterNodes(state, request, nodes, candidates->slots, [&](size_t i) {
+          std::optional<int64_t> score =
+              policy_->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
+          if (!score) score = policy_->ScoreFiltered(state, request, project, *nodes[i]);
+          scores[i] = clamped(*score);
+        });
+    // Nodes the cross-node affinity rule refused after all score 0.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!outcome.fits[i].fits()) scores[i] = 0;
+    }
+  });
+  return scores;
+}
+
+ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& request,
+                                      const std::string& node_name) {
+  ReserveDecision d;
+  const std::string pod_id = PodIdOf(claim.uid, claim.key);
+  // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
+  // re-check refuses what the chooser returned, the unit was taken under our feet.
+  ReserveRefusal refusal = ReserveRefusal::kUnitTaken;
+  // A pod that already holds units (a concurrent bind of the same pod, an earlier bind whose
+  // outcome was unknown, or a watch event that recorded the pod as bound) keeps them whatever
+  // this call's Binder says; a reservation still in flight is joined, and counted as one more
+  // bind of it (ClusterState::Reserve), so that no call's "not bound" frees what another
+  // call's POST may still commit (ClusterState::ReleaseReservation).
+  d.assignment = mirror_->ReserveWith(
+      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
+        d.time_sliced = request.offering != kNoOffering &&
+                        state.catalog().Get(request.offering).sharing == Sharing::kTimeSliced;
+        const PodRecord* held = state.FindPodById(pod_id);
+        if (held != nullptr && held->source == HoldingSource::kReserved &&
+            held->assignment.node == node_name) {
+          // kube-scheduler retries a bind whose outcome we could not tell (or runs it twice):
+          // the same binding again, so that a committed earlier one reads back as ours.
+          refusal = ReserveRefusal::kUnitTaken;
+          return held->assignment;
+        }
+        const NodeState* node = state.FindNode(node_name);
+        const NodeFit fit = CheckNode(state, request, node);
+        if (!fit.fits()) {
+          refusal = RefusalOf(fit.reason);
+          return absl::FailedPreconditionError(fit.Message(request));
+        }
+        // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
+        // units are the only choice; else the policy chooses.
+        const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
+        absl::StatusOr<Assignment> a =
+            gate.joinable ? *gate.joinable : policy_->ChooseUnits(state, request, *node);
+        if (!a.ok()) {
+          refusal = ReserveRefusal::kNoFit;
+          return a;
+        }
+        d.own_unit = d.time_sliced && JoinsOwnUnit(state, request, *node, *a);
+        refusal = ReserveRefusal::kUnitTaken;
+        return a;
+      });
+  d.refusal = d.assignment.ok() ? ReserveRefusal::kNone : refusal;
+  if (!d.assignment.ok()) d.own_unit = false;
+  return d;
+}
+
+std::vector<bool> DecisionCore::Preempt(const PodObject& pod,
+                                        const std::vector<VictimProposal>& proposals) {
+  std::vector<bool> fits(proposals.size(), false);
+  mirror_->Read([&](const ClusterState& state) {
+    const PodRequest request = ResolveOn(state, pod);
+    for (size_t i = 0; i < proposals.size(); ++i) {
+      if (!request.interested()) {
+        fits[i] = true;
+        continue;
+      }
+      if (!request.unresolvable.empty()) continue;
+      Evictions evicted;
+      for (const std::string& uid : *proposals[i].uids) {
+        if (const PodRecord* rec = state.FindPodByUid(uid)) evicted.insert(rec->id);
+      }
+      fits[i] = CheckNode(state, request, state.FindNode(proposals[i].node), evicted).fits();
+    }
+  });
+  return fits;
+}
+
+}  // namespace gse

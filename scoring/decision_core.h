@@ -1,0 +1,135 @@
+// DecisionCore: the extender's decisions without a transport — filter, prioritize, reserve
+// (bind's commit point) and preempt for a decoded pod and its candidate nodes, on one
+// consistent view of the Mirror each.
+//
+// ExtenderService decodes a request, calls the core and encodes its answer; the replayer's
+// in-process placer calls the same core, so both run one pipeline and no rule is written
+// twice. Unlike the rest of scoring/ (pure functions over a view), the core takes the
+// Mirror's locks: reader lock for Filter, Prioritize and Preempt, the writer lock for
+// Reserve, where the unit is chosen and committed in one step (mirror.h).
+// Thread-safe: any number of threads may call any method at once.
+#ifndef GSE_SCORING_DECISION_CORE_H_
+#define GSE_SCORING_DECISION_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "scoring/feasibility.h"
+#include "scoring/pod_request.h"
+#include "scoring/policies.h"
+#include "state/assignment.h"
+#include "state/cluster_state.h"
+#include "state/k8s_objects.h"
+#include "state/mirror.h"
+
+namespace gse {
+
+// The label of a request's offering in metrics and logs: its resource name, "none" when the
+// pod asks for no catalog resource.
+std::string OfferingLabel(const ClusterState& state, const PodRequest& request);
+
+// The candidates as FilterNodes takes them: the nodes (null when unknown) and their slots.
+struct CandidateNodes {
+  std::vector<const NodeState*> nodes;
+  std::vector<uint32_t> slots;
+};
+
+struct FilterDecision {
+  PodRequest request;
+  std::string offering_label;
+  // One per candidate, in input order; kFits for every node when the pod is not ours (I6).
+  std::vector<FitReason> verdicts;
+  // Time-sliced only: the project owns units with free tickets on none of the candidates.
+  bool spill_outside_candidates = false;
+};
+
+// Why Reserve refused, as bind's metrics count it.
+enum class ReserveRefusal {
+  kNone,
+  kUnitTaken,  // capacity went since filter (or never was), or Reserve's re-check refused
+  kQuota,      // project quota exhausted
+  kNoFit,      // anything else the node cannot host (unknown node, offering, gate, ...)
+};
+
+struct ReserveDecision {
+  // The units reserved (kReserved, to be confirmed or released by the caller), or why not.
+  absl::StatusOr<Assignment> assignment = absl::UnknownError("not decided");
+  ReserveRefusal refusal = ReserveRefusal::kNone;
+  // Time-sliced only: the unit reserved was one the project already held tickets of (its own
+  // unit), not a new one. Affinity metrics and the decision log report it.
+  bool own_unit = false;
+  bool time_sliced = false;
+};
+
+// One node kube-scheduler proposes for preemption and the pods (UIDs) it would evict there.
+struct VictimProposal {
+  absl::string_view node;
+  const std::vector<std::string>* uids = nullptr;
+};
+
+class DecisionCore {
+ public:
+  // `mirror` and `policy` must outlive the core.
+  DecisionCore(Mirror* mirror, const PlacementPolicy* policy);
+
+  // What `pod` asks for, under the reader lock.
+  struct Resolved {
+    PodRequest request;
+    std::string offering_label;  // OfferingLabel
+    bool time_sliced = false;    // the offering is time-sliced (bind reports own/new unit)
+  };
+  Resolved Resolve(const PodObject& pod) const;
+
+  // filter: the verdict per candidate name (FilterNodes over the looked-up candidates).
+  FilterDecision Filter(const PodObject& pod, const std::vector<absl::string_view>& names);
+
+  // prioritize: 0..10 per candidate name, 0 where filter fails. The policy scores a node
+  // from its room row (ClusterState::RoomRows) where it can, else from the node.
+  // `score_pods_without_offering`: a pod that asks for no catalog resource is scored by the
+  // policy on every known node (the replayer's --extender-all-pods); else it scores 0.
+  std::vector<int64_t> Prioritize(const PodObject& pod, const std::vector<absl::string_view>& names,
+                                  bool score_pods_without_offering = false);
+
+  // bind's commit point for an interested, resolvable `request` of `claim`'s pod on
+  // `node_name`: under one writer lock, re-check the node (CheckNode), take the group's units
+  // behind a closed agent gate or the policy's choice (ChooseUnits), and reserve them. A pod
+  // that already holds a reservation on that node gets it back (a retried bind).
+  ReserveDecision Reserve(const PodClaim& claim, const PodRequest& request,
+                          const std::string& node_name);
+
+  // preempt: for each proposal, whether `pod` fits on its node once its victims are gone.
+  // Pods that ask for no catalog resource fit wherever victims are proposed.
+  std::vector<bool> Preempt(const PodObject& pod, const std::vector<VictimProposal>& proposals);
+
+  // The candidates named by `names` on `state`, which must come from this core's mirror
+  // under a lock held by the caller. kube-scheduler sends the same names pod after pod while
+  // the node set is stable: comparing them with the last list is a sequential scan, much
+  // cheaper than 5,000 hash lookups, so the last lookup is kept and reused.
+  std::shared_ptr<const CandidateNodes> LookUp(const ClusterState& state,
+                                               const std::vector<absl::string_view>& names);
+
+  Mirror& mirror() const { return *mirror_; }
+  const PlacementPolicy& policy() const { return *policy_; }
+
+ private:
+  Mirror* const mirror_;
+  const PlacementPolicy* const policy_;
+
+  absl::Mutex lookup_mu_;
+  // The last lookup: its names back to back, their lengths, what was found, and the
+  // ClusterState::node_set_version() the pointers and slots belong to.
+  std::string lookup_names_ ABSL_GUARDED_BY(lookup_mu_);
+  std::vector<uint32_t> lookup_lengths_ ABSL_GUARDED_BY(lookup_mu_);
+  std::shared_ptr<const CandidateNodes> lookup_found_ ABSL_GUARDED_BY(lookup_mu_);
+  uint64_t lookup_version_ ABSL_GUARDED_BY(lookup_mu_) = 0;
+};
+
+}  // namespace gse
+
+#endif  // GSE_SCORING_DECISION_CORE_H_
