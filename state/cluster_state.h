@@ -148,6 +148,7 @@ enum class Availability : uint8_t {
   kNotOnNode,    // the node advertises no units of the offering
   kUnusable,     // advertised, but not as the catalog defines it (NodeOffering::unusable_reason)
   kNotSelected,  // the node does not match the offering's nodeSelector
+  kAgentStale,   // the node's agent stopped renewing its heartbeat Lease (NodeState::agent_stale)
 };
 
 // What a filter reads of one (node, offering) when nothing is evicted, and what the policies
@@ -207,6 +208,10 @@ struct NodeState {
   std::vector<NodeOffering> offerings;
   bool removed = false;      // node object deleted while units were still held
   bool agent = false;        // the Node carries gpu.themelio.io/inventory: a node agent runs
+  // With `agent`: the agent has not renewed its heartbeat Lease for --agent-heartbeat-timeout
+  // (SetAgentStale, from the extender's sweep): every offering is kAgentStale. Not derived
+  // from the Node object: ApplyNode keeps it, a relist inherits it (InheritAgentLiveness).
+  bool agent_stale = false;
   int32_t held_units = 0;    // units with holders over all offerings (derived, like summary)
   int32_t gpu_count = 0;     // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
   uint64_t fingerprint = 0;  // of the fields derived from the Node object
@@ -214,6 +219,9 @@ struct NodeState {
   std::string name;
   std::string gpu_product;  // nvidia.com/gpu.product
   std::map<std::string, std::string> labels;  // only keys some catalog nodeSelector uses
+  // The agent's last heartbeat on the extender's clock when it last turned stale or live
+  // (InfinitePast: none seen), for /debug/state and messages.
+  absl::Time agent_last_renewal = absl::InfinitePast();
 
   const NodeOffering* Find(OfferingId id) const;
   NodeOffering* Find(OfferingId id);
@@ -408,7 +416,7 @@ class ClusterState {
   };
   AgentGate AgentGateOf(const NodeState& node, OfferingId offering) const;
   // Reserve's gate check: FailedPrecondition naming the waiting pod when the gate of `a`'s
-  // node and offering does not admit `a`.
+  // node and offering does not admit `a`, or naming the node when its agent is stale.
   absl::Status CheckAgentGate(const PodClaim& claim, const Assignment& a) const;
   // Ends the wait of every pod that has awaited the agent for `timeout` or longer at `now`
   // (the agent may be down, or kubelet never admitted the pod); returns how many.
@@ -418,6 +426,15 @@ class ClusterState {
   void InheritAgentWaits(const ClusterState& old);
   // Pods (PodRecord::id) awaiting their node's agent (PodRecord::awaiting_agent).
   const absl::flat_hash_set<std::string>& agent_waiting_pods() const { return agent_waiting_; }
+  // The agent's liveness (docs/agent.md "Agent liveness"): marks the node's agent stale (its
+  // heartbeat Lease not renewed for --agent-heartbeat-timeout: filter and Reserve refuse the
+  // node while it has an agent) or live again, with its last renewal on our clock. Returns
+  // whether the flag changed; an unknown node is a no-op.
+  bool SetAgentStale(absl::string_view node, bool stale, absl::Time last_renewal);
+  // Keeps the staleness of the nodes that `old` (the state before a relist) knew.
+  void InheritAgentLiveness(const ClusterState& old);
+  // Nodes with an agent (NodeState::agent) marked stale.
+  int AgentStaleNodes() const;
 
  private:
   friend class cluster_state_internal::Auditor;  // Audit()'s steps (audit.cc)

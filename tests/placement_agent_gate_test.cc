@@ -350,5 +350,119 @@ TEST(AgentGateMirror, ConcurrentBindsNeverOpenTwoGroups) {
   });
 }
 
+// ---- the agent's liveness (docs/agent.md "Agent liveness")
+
+TEST_F(AgentGateTest, StaleAgentRefusesItsNodeAtFilterAndReserve) {
+  const absl::Time last = absl::FromUnixSeconds(1800000000);
+  EXPECT_TRUE(state_.SetAgentStale("agent-node", true, last));
+  EXPECT_FALSE(state_.SetAgentStale("agent-node", true, last)) << "no change, nothing to do";
+  EXPECT_EQ(state_.AgentStaleNodes(), 1);
+  for (const char* resource : {kTs, kGpu, kMps}) {
+    EXPECT_EQ(Filter("team-a", resource, "agent-node"), FitReason::kAgentStale) << resource;
+    EXPECT_EQ(Filter("team-a", resource, "plain-node"), FitReason::kFits) << resource;
+  }
+  EXPECT_EQ(FitReasonText(FitReason::kAgentStale), "node agent not renewing its heartbeat Lease");
+  EXPECT_EQ(FitReasonLabel(FitReason::kAgentStale), "agent_stale");
+  EXPECT_TRUE(NodeFit{FitReason::kAgentStale}.unresolvable()) << "preemption cannot revive an agent";
+
+  const absl::Status s = state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("node agent not renewing its heartbeat Lease"));
+  EXPECT_THAT(s.message(), HasSubstr("2027-01-15T08:00:00.000Z")) << "names the last renewal seen";
+  EXPECT_EQ(state_.FindPod("team-a/a1"), nullptr) << "a refused Reserve changes nothing";
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(kNoProject, Id(kTs)), 0);
+
+  // A Node update (its inventory republished) does not revive the agent: only a renewal does.
+  NodeObject refreshed = Node("agent-node", true);
+  refreshed.agent_inventory = R"({"version":1,"resources":{},"x":1})";
+  state_.ApplyNode(refreshed);
+  EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kAgentStale);
+
+  EXPECT_TRUE(state_.SetAgentStale("agent-node", false, absl::Now()));
+  EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kFits);
+  EXPECT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0})).ok());
+  EXPECT_THAT(state_.Audit().problems, ::testing::IsEmpty());
+}
+
+TEST_F(AgentGateTest, StaleFlagMattersOnlyWhileTheNodeHasAnAgent) {
+  EXPECT_TRUE(state_.SetAgentStale("plain-node", true, absl::InfinitePast()));
+  EXPECT_EQ(Filter("team-a", kTs, "plain-node"), FitReason::kFits) << "no inventory: no agent to judge";
+  EXPECT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("plain-node", kTs, {0})).ok());
+  EXPECT_EQ(state_.AgentStaleNodes(), 0);
+  EXPECT_FALSE(state_.SetAgentStale("no-such-node", true, absl::InfinitePast()));
+}
+
+TEST(AgentLivenessMirror, SweepJudgesByLastRenewalAndARelistKeepsTheVerdict) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes = {Node("n1", true), Node("n2", true), Node("n3", false)};
+  mirror.ReplaceAll(batch, absl::Now());
+  const absl::Time now = absl::Now();
+  const absl::Duration timeout = absl::Seconds(60);
+  std::map<std::string, absl::Time> renewed = {{"n1", now - absl::Seconds(59)},
+                                               {"n2", now - absl::Seconds(60)}};
+  auto last = [&](absl::string_view node) {
+    auto it = renewed.find(std::string(node));
+    return it == renewed.end() ? absl::InfinitePast() : it->second;
+  };
+  EXPECT_EQ(mirror.SweepAgentLiveness(last, now, timeout), 1) << "n2: 60 s without a renewal";
+  auto stale = [&](const char* node) {
+    return mirror.Read([&](const ClusterState& s) { return s.FindNode(node)->agent_stale; });
+  };
+  EXPECT_FALSE(stale("n1"));
+  EXPECT_TRUE(stale("n2"));
+  EXPECT_FALSE(stale("n3")) << "never renewed, but no agent inventory: not judged";
+  mirror.ReplaceAll(batch, absl::Now());  // a relist (410, resync)
+  EXPECT_TRUE(stale("n2")) << "a relist does not revive a dead agent";
+  renewed["n2"] = now;
+  EXPECT_EQ(mirror.SweepAgentLiveness(last, now, timeout), 0);
+  EXPECT_FALSE(stale("n2"));
+}
+
+// Binds, relists and liveness sweeps at once: a node whose agent is dead never gets a pod,
+// whatever interleaving (Reserve checks the flag under the writer lock, ReplaceAll carries
+// it over), while the live node keeps taking them.
+TEST(AgentLivenessMirror, ConcurrentBindsNeverLandOnAStaleNode) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes = {Node("dead", true), Node("live", true)};
+  mirror.ReplaceAll(batch, absl::Now());
+  const OfferingId gpu = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kGpu)->id; });
+  auto last = [](absl::string_view node) {
+    return node == "dead" ? absl::InfinitePast() : absl::Now();
+  };
+  ASSERT_EQ(mirror.SweepAgentLiveness(last, absl::Now(), absl::Seconds(60)), 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> on_dead{0}, on_live{0};
+  std::thread sweeper([&] {
+    while (!stop.load()) {
+      mirror.SweepAgentLiveness(last, absl::Now(), absl::Seconds(60));
+      mirror.ReplaceAll(batch, absl::Now());
+    }
+  });
+  std::vector<std::thread> binders;
+  for (int t = 0; t < 4; ++t) {
+    binders.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string ns = absl::StrCat("team-", t);
+        const PodClaim claim{absl::StrCat(ns, "/p", i), absl::StrCat("uid-", t, "-", i), ns, ns};
+        absl::StatusOr<Assignment> r = mirror.ReserveWith(claim, [&](const ClusterState&) {
+          Assignment a;
+          a.node = i % 2 == 0 ? "dead" : "live";
+          a.offering = gpu;
+          a.units = {(t + i) % 4};
+          return absl::StatusOr<Assignment>(a);
+        });
+        if (r.ok()) (r->node == "dead" ? on_dead : on_live)++;
+      }
+    });
+  }
+  for (std::thread& b : binders) b.join();
+  stop.store(true);
+  sweeper.join();
+  EXPECT_EQ(on_dead.load(), 0);
+  EXPECT_GT(on_live.load(), 0);
+}
+
 }  // namespace
 }  // namespace gse

@@ -859,6 +859,14 @@ void FakeApiServer::Route(const Exchange& ex) {
   }
   if (n >= 7 && p[1] == "apis" && p[2] == "coordination.k8s.io" && p[3] == "v1" &&
       p[4] == "namespaces" && p[6] == "leases") {
+    if (n == 7 && method == "GET") {
+      if (IsWatch(*ex.req)) {
+        ServeWatch(ex, "leases", p[5]);
+      } else {
+        ServeList(ex, "leases", p[5]);
+      }
+      return;
+    }
     ServeLease(ex, p[5], n == 8 ? p[7] : "");
     return;
   }
@@ -958,7 +966,8 @@ void FakeApiServer::ServePodPatch(const Exchange& ex, const std::string& ns,
   ex.Reply(200, pods[key].full);
 }
 
-void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
+void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource,
+                              const std::string& ns) {
   const KindInfo* info = InfoOf(resource);
   absl::StatusOr<std::vector<FieldTerm>> fields =
       ParseFieldSelector(ex.req->get_param_value("fieldSelector"));
@@ -971,6 +980,7 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
                                                              fields->front().field)));
     return;
   }
+  if (!ns.empty()) fields->push_back(FieldTerm{"metadata.namespace", ns, true});
   int64_t limit = 0;
   (void)absl::SimpleAtoi(ex.req->get_param_value("limit"), &limit);
   const std::string cont = ex.req->get_param_value("continue");
@@ -1037,7 +1047,8 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
   ex.Reply(200, body);
 }
 
-void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) {
+void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource,
+                               const std::string& ns) {
   struct WatchState {
     int64_t id = 0;
     int64_t pos = 0;
@@ -1064,6 +1075,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
     ex.Reply(400, StatusBody(400, "BadRequest", fields.status().message()));
     return;
   }
+  if (!ns.empty()) fields->push_back(FieldTerm{"metadata.namespace", ns, true});
   auto selector = std::make_shared<const std::vector<FieldTerm>>(*std::move(fields));
   state->bookmarks = bm == "true" || bm == "1";
   const absl::Time now = absl::Now();
