@@ -256,14 +256,23 @@ struct PodRecord {
   // the other's POST may still commit (ReleaseReservation).
   int32_t binds_in_flight = 0;
   // The per-node gate (agent_gate.cc): the pod holds units by our annotation (or our bind in
-  // flight) on a node that had an agent when the mirror learned of the pod (pods bound before
-  // the agent published its inventory never wait), is not terminating, and the node agent
-  // has not confirmed it (gpu.themelio.io/allocated) since the mirror saw it so at
-  // `awaiting_agent_since`; a wait that ExpireAgentWaits ended stays over
+  // flight) on a node with an agent (pods bound before the agent published its inventory
+  // start waiting when it does), is not terminating, and the node agent has not confirmed it
+  // (gpu.themelio.io/allocated); it waits since `awaiting_agent_since` (its binding,
+  // `agent_wait_from`); a wait that ExpireAgentWaits ended stays over
   // (`agent_wait_expired`) for this pod.
   bool awaiting_agent = false;
   bool agent_wait_expired = false;
   absl::Time awaiting_agent_since = absl::InfinitePast();
+  // Whether the pod would await an agent on its node: it holds units by our annotation (or
+  // our bind in flight), is not terminating and carries no gpu.themelio.io/allocated. A node
+  // whose agent starts publishing its inventory later makes such pods wait (ApplyNode).
+  bool agent_may_wait = false;
+  // When the pod was bound, as the gate counts a wait from it: our Reserve, else the pod's
+  // PodScheduled time (PodObject::scheduled_at, never later than its first sight), else its
+  // first sight. A wait's timeout runs from here, so an extender restart or a take-over does
+  // not restart it.
+  absl::Time agent_wait_from = absl::InfinitePast();
 };
 
 struct ProjectState {
@@ -418,8 +427,9 @@ class ClusterState {
   // Reserve's gate check: FailedPrecondition naming the waiting pod when the gate of `a`'s
   // node and offering does not admit `a`, or naming the node when its agent is stale.
   absl::Status CheckAgentGate(const PodClaim& claim, const Assignment& a) const;
-  // Ends the wait of every pod that has awaited the agent for `timeout` or longer at `now`
-  // (the agent may be down, or kubelet never admitted the pod); returns how many.
+  // Ends the wait of every pod that has awaited the agent for `timeout` or longer at `now`,
+  // counted from its binding (PodRecord::agent_wait_from; the agent may be down, or kubelet
+  // never admitted the pod); returns how many.
   int ExpireAgentWaits(absl::Time now, absl::Duration timeout);
   // Keeps the waits of pods that `old` (the state before a relist) knew: their start and
   // whether they expired, so that a relist neither restarts nor reopens a wait.

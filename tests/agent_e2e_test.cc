@@ -988,7 +988,8 @@ TEST_F(AgentEndToEnd, AnAgentThatStopsRenewingGetsItsNodeRefusedUntilItRenewsAga
   ASSERT_TRUE(Eventually([&] {
     return filter().find(R"("gpu-a":"node agent not renewing its heartbeat Lease")") != std::string::npos;
   }, absl::Seconds(120))) << filter();
-  EXPECT_GE(absl::Now() - stopped, kHeartbeatTimeout / 2) << "refused, but not before its timeout";
+  const absl::Duration refused_after = absl::Now() - stopped;
+  EXPECT_GE(refused_after, kHeartbeatTimeout / 2) << "refused, but not before its timeout";
   EXPECT_THAT(filter(), HasSubstr(R"("NodeNames":["gpu-b"])")) << "the other node's agent is alive";
   EXPECT_THAT(filter(), HasSubstr("FailedAndUnresolvableNodes")) << "preemption cannot help";
   EXPECT_TRUE(Eventually([&] { return metric().find("gse_nodes_agent_stale 1") != std::string::npos; },
@@ -1011,10 +1012,15 @@ TEST_F(AgentEndToEnd, AnAgentThatStopsRenewingGetsItsNodeRefusedUntilItRenewsAga
     EXPECT_THAT(b->body, HasSubstr("node agent not renewing its heartbeat Lease"));
   }
 
+  const absl::Time restarted = absl::Now();
   RestartAgent(a);  // renews again
   ASSERT_TRUE(Eventually([&] { return filter().find(R"("NodeNames":["gpu-a","gpu-b"])") != std::string::npos; },
                          absl::Seconds(120)))
       << filter();
+  std::printf("heartbeat: node refused %.1fs after its agent stopped (--agent-heartbeat-timeout=%s, "
+              "renewals every 1s), admitted again %.1fs after the agent restarted\n",
+              absl::ToDoubleSeconds(refused_after), absl::FormatDuration(kHeartbeatTimeout).c_str(),
+              absl::ToDoubleSeconds(absl::Now() - restarted));
   EXPECT_TRUE(Eventually([&] { return metric().find("gse_nodes_agent_stale 0") != std::string::npos; },
                          absl::Seconds(30)));
   ASSERT_TRUE(Eventually([&] { return Schedule(key, {"gpu-a"}); }, absl::Seconds(60)));

@@ -1225,6 +1225,31 @@ void FakeApiServer::ServeBinding(const Exchange& ex, const std::string& ns, cons
       if (m.value.IsString()) SetStr(pod, pod_ann, m.name.GetString(), m.value.GetString());
     }
   }
+  {
+    // As kube-apiserver's binding subresource: condition PodScheduled=True, its
+    // lastTransitionTime the commit (kube-api-1.26/pod-after-binding.json).
+    auto& a = pod.GetAllocator();
+    rapidjson::Value& status = Obj(pod, pod, "status");
+    if (!status.HasMember("conditions") || !status["conditions"].IsArray()) {
+      status.RemoveMember("conditions");
+      status.AddMember("conditions", rapidjson::Value(rapidjson::kArrayType), a);
+    }
+    rapidjson::Value& conditions = status["conditions"];
+    for (rapidjson::SizeType i = 0; i < conditions.Size();) {
+      if (conditions[i].IsObject() && Str(conditions[i], "type") == "PodScheduled") {
+        conditions.Erase(conditions.Begin() + i);
+      } else {
+        ++i;
+      }
+    }
+    const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+    rapidjson::Value c(rapidjson::kObjectType);
+    c.AddMember("type", "PodScheduled", a);
+    c.AddMember("status", "True", a);
+    c.AddMember("lastProbeTime", rapidjson::Value(rapidjson::kNullType), a);
+    c.AddMember("lastTransitionTime", rapidjson::Value(now.c_str(), a), a);
+    conditions.PushBack(c, a);
+  }
   CommitLocked("pods", it->first, pod, "MODIFIED");
   ex.Reply(201, R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201})");
 }
