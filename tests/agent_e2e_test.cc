@@ -416,7 +416,8 @@ class AgentEndToEnd : public ::testing::Test {
     port_ = FreePort();
     extender_ = Spawn(binary,
                       {absl::StrCat("--listen=127.0.0.1:", port_), "--kubeconfig=" + dir_.File("kubeconfig"),
-                       "--in-cluster=false"},
+                       "--in-cluster=false", "--agent-lease-namespace=gpu-slice-agent",
+                       absl::StrCat("--agent-heartbeat-timeout=", absl::FormatDuration(kHeartbeatTimeout))},
                       dir_.File("extender.log"));
     ASSERT_GT(extender_, 0);
     http_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
