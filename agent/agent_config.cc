@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kube/agent_leases.h"
 
 ABSL_FLAG(std::string, node_name, "",
           "the Kubernetes Node this agent serves (spec.nodeName of its pods); empty = the "
@@ -56,6 +57,12 @@ ABSL_FLAG(absl::Duration, audit_interval, absl::Seconds(10),
           "each Allocate)");
 ABSL_FLAG(absl::Duration, kubelet_poll, absl::Milliseconds(500),
           "how often the device-plugins directory is checked for a kubelet restart");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(20),
+          "how often the agent renews its heartbeat Lease gse-agent-<node> (the extender "
+          "refuses the node once no renewal came for its --agent-heartbeat-timeout, 60s by "
+          "default: keep this at most a third of that); 1s to 5m");
+ABSL_FLAG(std::string, lease_namespace, "",
+          "namespace of the heartbeat Lease; empty: $POD_NAMESPACE, else gpu-slice-agent");
 ABSL_FLAG(absl::Duration, resync_timeout, absl::Seconds(2),
           "how long Allocate waits for a fresh list of the node's pods when it cannot tell "
           "which pod kubelet is admitting (kubelet itself sets no deadline)");
@@ -157,7 +164,8 @@ const std::vector<const char*>& AgentFlagOrder() {
       "node_name",          "kubeconfig",           "resources",      "catalog",
       "inventory",          "nvml_library",         "device_plugin_dir", "pod_resources_socket",
       "device_list_strategy", "cdi_kind",           "mps_pipe_directory", "verify_prestart",
-      "listen",             "audit_interval",       "kubelet_poll",   "resync_timeout"};
+      "listen",             "audit_interval",       "kubelet_poll",   "resync_timeout",
+      "heartbeat_interval", "lease_namespace"};
   return *order;
 }
 
@@ -245,6 +253,36 @@ absl::StatusOr<AgentConfig> AgentConfigFromFlags() {
     return s;
   }
   a.admission.resync_timeout = resync;
+
+  const absl::Duration heartbeat = absl::GetFlag(FLAGS_heartbeat_interval);
+  if (absl::Status s = CheckDuration("heartbeat_interval", heartbeat, absl::Seconds(1), absl::Minutes(5));
+      !s.ok()) {
+    return s;
+  }
+  a.heartbeat.interval = heartbeat;
+  std::string ns = absl::GetFlag(FLAGS_lease_namespace);
+  const bool from_flag = !ns.empty();
+  if (ns.empty()) {
+    const char* env = std::getenv("POD_NAMESPACE");
+    ns = env != nullptr && *env != '\0' ? env : "gpu-slice-agent";
+  }
+  bool ns_ok = ns.size() <= 63 && absl::ascii_isalnum(ns.front()) && absl::ascii_isalnum(ns.back());
+  for (char ch : ns) ns_ok = ns_ok && (absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-');
+  if (!ns_ok) {
+    return Bad("lease_namespace", ns,
+               absl::StrCat(from_flag ? "" : "(from $POD_NAMESPACE) ",
+                            "not a namespace name (1-63 lower-case letters, digits or '-', "
+                            "alphanumeric at both ends)"));
+  }
+  a.heartbeat.lease_namespace = ns;
+  if (a.node.size() > kMaxAgentLeaseNode) {
+    return Bad("node_name", a.node,
+               absl::StrCat("longer than ", kMaxAgentLeaseNode,
+                            " characters: its heartbeat Lease name gse-agent-<node> would exceed "
+                            "253"));
+  }
+  const char* pod = std::getenv("POD_NAME");
+  a.heartbeat.holder = absl::StrCat(a.node, "/", pod != nullptr && *pod != '\0' ? pod : "gpu-slice-agent");
   return c;
 }
 

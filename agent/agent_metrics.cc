@@ -8,7 +8,7 @@
 namespace gse::agent {
 namespace {
 constexpr const char* kApiCalls[] = {"pod_list", "pod_watch", "patch_pod", "patch_node", "event",
-                                     "pod_resources"};
+                                     "pod_resources", "lease"};
 }  // namespace
 
 AgentMetrics::AgentMetrics(const UnitMap& units)

@@ -60,6 +60,8 @@ NodeAgent::NodeAgent(const Catalog* catalog, KubeClient* client, Inventory inven
   options_.admission.node = options_.node;
   options_.audit.node = options_.node;
   options_.pods.node = options_.node;
+  options_.heartbeat.node = options_.node;
+  heartbeat_ = std::make_unique<Heartbeat>(client_, options_.heartbeat);
   metrics_ = std::make_unique<AgentMetrics>(units_);
   pods_ = std::make_unique<ApiPodSource>(client_, options_.pods);
   pod_resources_ = std::make_unique<PodResourcesClient>(options_.pod_resources_socket);
@@ -83,6 +85,9 @@ NodeAgent::NodeAgent(const Catalog* catalog, KubeClient* client, Inventory inven
 NodeAgent::~NodeAgent() { Stop(); }
 
 absl::Status NodeAgent::Start() {
+  // First: the extender refuses a node whose agent inventory is there but whose heartbeat is
+  // not (docs/agent.md "Agent liveness").
+  heartbeat_->Start();
   pods_->Start();
   if (!pods_->WaitForSync(options_.initial_sync_timeout)) {
     LogEvent("pods_not_synced", {{"node", options_.node},
@@ -91,6 +96,7 @@ absl::Status NodeAgent::Start() {
   }
   if (absl::Status s = registrar_->Start(); !s.ok()) {
     pods_->Stop();
+    heartbeat_->Stop();
     return s;
   }
   audit_->Start();
@@ -117,6 +123,7 @@ void NodeAgent::Stop() {
   registrar_->Stop();
   audit_->Stop();
   pods_->Stop();
+  heartbeat_->Stop();  // from here on the extender sees the node's agent go stale
   if (started_.exchange(false)) LogEvent("stopped", {{"node", options_.node}});
 }
 
@@ -129,6 +136,9 @@ void NodeAgent::RefreshGauges() {
   metrics_->OnApiError("pod_list", now.list_errors - reported_pod_counters_.list_errors);
   metrics_->OnApiError("pod_watch", now.watch_errors - reported_pod_counters_.watch_errors);
   reported_pod_counters_ = now;
+  const int64_t heartbeat_failures = heartbeat_->counters().failures;
+  metrics_->OnApiError("lease", heartbeat_failures - reported_heartbeat_failures_);
+  reported_heartbeat_failures_ = heartbeat_failures;
 }
 
 std::string NodeAgent::MetricsText() {

@@ -34,6 +34,7 @@
 #include "agent/device_health.h"
 #include "agent/device_plugin_service.h"
 #include "agent/health_monitor.h"
+#include "agent/heartbeat.h"
 #include "agent/inventory.h"
 #include "agent/nvml_library.h"
 #include "agent/plugin_registrar.h"
@@ -53,6 +54,7 @@ struct NodeAgentOptions {
   AdmissionOptions admission;  // .node is set from `node`
   AuditLoopOptions audit;      // .node is set from `node`
   ApiPodSourceOptions pods;    // .node is set from `node`
+  HeartbeatOptions heartbeat;  // .node is set from `node`
   // How long Start waits for the first list of the node's pods before serving kubelet.
   absl::Duration initial_sync_timeout = absl::Seconds(5);
 };
@@ -113,10 +115,12 @@ class NodeAgent {
   std::unique_ptr<AuditLoop> audit_;
   std::unique_ptr<PluginRegistrar> registrar_;
   std::unique_ptr<HealthMonitor> health_monitor_;
+  std::unique_ptr<Heartbeat> heartbeat_;
   std::atomic<bool> started_{false};
   absl::Mutex gauges_mu_;
   // What the metrics already show of the pod source's counters (they only grow).
   PodSourceCounters reported_pod_counters_ ABSL_GUARDED_BY(gauges_mu_);
+  int64_t reported_heartbeat_failures_ ABSL_GUARDED_BY(gauges_mu_) = 0;
 };
 
 }  // namespace gse::agent

@@ -1032,6 +1032,29 @@ std::string ExtenderService::DebugStateJson() const {
     }
     w.EndArray();
 
+    // Nodes served by a node agent and its liveness (docs/agent.md "Agent liveness"):
+    // "stale" ones are refused at filter and bind; last_renewal is the agent's last heartbeat
+    // on our clock as of its last change of state (null: none seen).
+    w.Key("agent_nodes");
+    w.StartArray();
+    for (const NodeState* node : nodes) {
+      if (!node->agent || node->removed) continue;
+      w.StartObject();
+      w.Key("node");
+      String(w, node->name);
+      w.Key("agent");
+      String(w, node->agent_stale ? "stale" : "live");
+      w.Key("last_renewal");
+      if (node->agent_last_renewal == absl::InfinitePast()) {
+        w.Null();
+      } else {
+        String(w, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", node->agent_last_renewal,
+                                   absl::UTCTimeZone()));
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+
     w.Key("nodes");
     w.Uint64(state.nodes().size());
     w.Key("pods");

@@ -16,6 +16,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "scoring/pod_request.h"
 
@@ -77,6 +78,15 @@ ABSL_FLAG(absl::Duration, takeover_requeue_settle, absl::Seconds(10),
           "the requeue's second pass runs this long after the first, for pods that a replica "
           "refused while kube-scheduler's Service endpoints still pointed at it");
 
+ABSL_FLAG(std::string, agent_lease_namespace, "gpu-slice-agent",
+          "namespace of the node agents' heartbeat Leases (gse-agent-<node>, "
+          "docs/agent.md); empty: not watched, and no node is refused for a dead agent");
+ABSL_FLAG(absl::Duration, agent_heartbeat_timeout, absl::Seconds(60),
+          "a node that carries an agent inventory whose agent has not renewed its heartbeat "
+          "Lease for this long (on the extender's clock) is refused at filter and bind "
+          "(agent_stale, gse_nodes_agent_stale); keep it at least 2x the agents' "
+          "--heartbeat-interval");
+
 namespace gse {
 
 const char* const kLiveClusterFlags[] = {"kubeconfig",
@@ -96,7 +106,9 @@ const char* const kLiveClusterFlags[] = {"kubeconfig",
                                          "leader_elect_resource_namespace",
                                          "takeover_requeue",
                                          "takeover_requeue_qps",
-                                         "takeover_requeue_settle"};
+                                         "takeover_requeue_settle",
+                                         "agent_lease_namespace",
+                                         "agent_heartbeat_timeout"};
 const int kLiveClusterFlagCount =
     static_cast<int>(sizeof(kLiveClusterFlags) / sizeof(kLiveClusterFlags[0]));
 
@@ -181,6 +193,24 @@ absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
   }
   o.requeue_options.settle = settle;
   o.requeue_options.passes = settle > absl::ZeroDuration() ? 2 : 1;
+  o.agent_lease_namespace = absl::GetFlag(FLAGS_agent_lease_namespace);
+  if (!o.agent_lease_namespace.empty()) {
+    const std::string& ns = o.agent_lease_namespace;
+    bool ok = ns.size() <= 63 && absl::ascii_isalnum(ns.front()) && absl::ascii_isalnum(ns.back());
+    for (char c : ns) ok = ok && (absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-');
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--agent-lease-namespace=\"", ns,
+          "\": not a namespace name (1-63 lower-case letters, digits or '-', alphanumeric at "
+          "both ends), or empty to watch no agent Leases"));
+    }
+  }
+  o.agent_heartbeat_timeout = absl::GetFlag(FLAGS_agent_heartbeat_timeout);
+  if (o.agent_heartbeat_timeout < absl::Seconds(1) || o.agent_heartbeat_timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--agent-heartbeat-timeout=", absl::FormatDuration(o.agent_heartbeat_timeout),
+                     ": want 1s to 1h"));
+  }
   if (o.kubeconfig.empty() && !o.in_cluster) {
     return absl::InvalidArgumentError(
         "no Kubernetes API configured: give --kubeconfig, or run in a pod (--in-cluster)");
@@ -205,6 +235,15 @@ LiveCluster::LiveCluster(LiveClusterOptions options, Mirror* mirror,
     };
   }
   binder_ = std::make_unique<ApiBinder>(client_.get(), options_.binder);
+  if (!options_.agent_lease_namespace.empty()) {
+    agent_leases_ = std::make_unique<AgentLeaseTable>(options_.agent_heartbeat_timeout);
+    AgentLeaseWatcherOptions wo;
+    wo.lease_namespace = options_.agent_lease_namespace;
+    wo.watch_timeout = options_.reflector.watch_timeout;
+    wo.log = options_.reflector.log;
+    agent_lease_watcher_ =
+        std::make_unique<AgentLeaseWatcher>(client_.get(), agent_leases_.get(), std::move(wo));
+  }
   if (options_.drain_timeout <= absl::ZeroDuration()) {
     options_.drain_timeout = options_.binder.deadline + absl::Seconds(1);
   }
@@ -332,6 +371,7 @@ void LiveCluster::Start(ExtenderService* service) {
   }
   Update();
   reflector_->Start();
+  if (agent_lease_watcher_) agent_lease_watcher_->Start();
   // A follower keeps its mirror warm: the reflector runs whether or not this replica leads.
   if (elector_) elector_->Start();
 }
@@ -390,6 +430,21 @@ void LiveCluster::Stop() {
   if (requeuer_) requeuer_->Stop();
   if (elector_) elector_->Stop();
   if (reflector_) reflector_->Stop();
+  if (agent_lease_watcher_) agent_lease_watcher_->Stop();
+}
+
+int LiveCluster::SweepAgentLiveness(absl::Time now) {
+  if (!agent_leases_) return 0;
+  if (!agent_leases_->current()) {
+    return mirror_->Read([](const ClusterState& s) { return s.AgentStaleNodes(); });
+  }
+  return mirror_->SweepAgentLiveness(
+      [this](absl::string_view node) { return agent_leases_->LastRenewal(node); }, now,
+      options_.agent_heartbeat_timeout);
+}
+
+AgentLeaseCounters LiveCluster::agent_lease_counters() const {
+  return agent_lease_watcher_ ? agent_lease_watcher_->counters() : AgentLeaseCounters{};
 }
 
 bool LiveCluster::synced() const {

@@ -50,6 +50,7 @@
 #include "kube/leader_election.h"
 #include "kube/kube_client.h"
 #include "kube/pod_requeue.h"
+#include "kube/agent_leases.h"
 #include "kube/kube_reflector.h"
 #include "state/mirror.h"
 
@@ -71,6 +72,8 @@ ABSL_DECLARE_FLAG(std::string, leader_elect_resource_namespace);
 ABSL_DECLARE_FLAG(bool, takeover_requeue);
 ABSL_DECLARE_FLAG(double, takeover_requeue_qps);
 ABSL_DECLARE_FLAG(absl::Duration, takeover_requeue_settle);
+ABSL_DECLARE_FLAG(std::string, agent_lease_namespace);
+ABSL_DECLARE_FLAG(absl::Duration, agent_heartbeat_timeout);
 
 namespace gse {
 
@@ -95,6 +98,11 @@ struct LiveClusterOptions {
   absl::Duration drain_timeout = absl::ZeroDuration();  // zero: binder.deadline + 1 s
   int connect_attempts = 5;        // start-up reachability check
   absl::Duration connect_backoff = absl::Seconds(1);
+  // The node agents' heartbeat Leases (kube/agent_leases.h, docs/agent.md "Agent liveness"):
+  // their namespace (empty: not watched, no node is ever judged stale) and how long a node
+  // with an agent may go without a renewal before filter and bind refuse it.
+  std::string agent_lease_namespace = "gpu-slice-agent";
+  absl::Duration agent_heartbeat_timeout = absl::Seconds(60);
   // Called on every change of (synced, leader), e.g. for MirrorMetrics::SetSynced/SetLeader.
   std::function<void(bool synced, bool leader)> on_state;
   // Called for every write after the write limiter decided (op "bind" or "lease"), e.g. for
@@ -143,6 +151,13 @@ class LiveCluster {
   };
   ApiCallErrors api_call_errors() const;
   const KubeReflector* reflector() const { return reflector_.get(); }
+  // One liveness sweep (Mirror::SweepAgentLiveness) at `now` from the agent Lease table; the
+  // stale nodes with an agent. Judges nothing (returns what the mirror shows) while the table
+  // does not reflect the API server (not listed yet, or its watch failed): losing the Lease
+  // stream must not make every node stale. Without agent_lease_namespace: 0.
+  int SweepAgentLiveness(absl::Time now);
+  const AgentLeaseTable* agent_leases() const { return agent_leases_.get(); }
+  AgentLeaseCounters agent_lease_counters() const;
 
  private:
   LiveCluster(LiveClusterOptions options, Mirror* mirror, std::unique_ptr<KubeClient> client,
@@ -168,6 +183,9 @@ class LiveCluster {
   // threads call lock-free; null until Start() created the elector, never reset after.
   std::atomic<const LeaderElector*> fence_{nullptr};
   std::unique_ptr<PodRequeuer> requeuer_;
+  // Both null without agent_lease_namespace; created in the constructor, read-only after.
+  std::unique_ptr<AgentLeaseTable> agent_leases_;
+  std::unique_ptr<AgentLeaseWatcher> agent_lease_watcher_;
   // Names this process's take-overs in the requeue annotation: the elector's identity, or a
   // fresh one without election.
   std::string term_prefix_;

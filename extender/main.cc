@@ -694,6 +694,8 @@ int Run(int argc, char** argv) {
 
   // The per-node gate's timeout (state/agent_gate.cc): ends the waits that are due, at a
   // tenth of the timeout (at most every second), so that a wait lasts at most 1.1 timeouts.
+  // The same sweep judges the node agents' liveness (their heartbeat Leases): a dead agent's
+  // node is refused within the heartbeat timeout + 1 s.
   std::thread agent_gate_thread([&] {
     const absl::Duration period = std::min(absl::Seconds(1), config->agent_gate_timeout / 10);
     const auto interval = std::chrono::microseconds(absl::ToInt64Microseconds(period));
@@ -703,6 +705,7 @@ int Run(int argc, char** argv) {
       const auto [ended, waiting] = mirror.ExpireAgentWaits(absl::Now(), config->agent_gate_timeout);
       metrics.ObserveAgentGateTimeouts(ended);
       metrics.SetAgentGateWaitingPods(waiting);
+      metrics.SetNodesAgentStale(live ? live->SweepAgentLiveness(absl::Now()) : 0);
       lock.lock();
     }
   });

@@ -270,6 +270,13 @@ struct ExtenderMetrics::Impl {
           .Help("Pods bound with a unit annotation that their node agent has not confirmed yet "
                 "(the per-node gate waits for them), as of the last timeout sweep.")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& agent_stale_family =
+      prometheus::BuildGauge()
+          .Name("gse_nodes_agent_stale")
+          .Help("Nodes that carry a node agent inventory whose agent has not renewed its "
+                "heartbeat Lease for --agent-heartbeat-timeout: filter and bind refuse them "
+                "(agent_stale), as of the last liveness sweep.")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& build_family =
       prometheus::BuildGauge()
           .Name("gse_build_info")
@@ -305,6 +312,7 @@ struct ExtenderMetrics::Impl {
   prometheus::Counter& leaderless = leaderless_family.Add({});
   prometheus::Counter& gate_timeouts = gate_timeouts_family.Add({});
   prometheus::Gauge& gate_waiting = gate_waiting_family.Add({});
+  prometheus::Gauge& agent_stale = agent_stale_family.Add({});
   prometheus::Gauge& last_leaderless = last_leaderless_family.Add({});
 
   Impl() {
@@ -423,6 +431,10 @@ void ExtenderMetrics::ObserveAgentGateTimeouts(int64_t n) {
 
 void ExtenderMetrics::SetAgentGateWaitingPods(int64_t n) {
   impl_->gate_waiting.Set(static_cast<double>(n));
+}
+
+void ExtenderMetrics::SetNodesAgentStale(int64_t n) {
+  impl_->agent_stale.Set(static_cast<double>(n));
 }
 
 void ExtenderMetrics::SetLastSync(absl::Time when) {

@@ -95,6 +95,8 @@ class ExtenderMetrics {
   // (--agent-gate-timeout), and the pods awaiting their node's agent now.
   void ObserveAgentGateTimeouts(int64_t n);
   void SetAgentGateWaitingPods(int64_t n);
+  // gse_nodes_agent_stale (LiveCluster::SweepAgentLiveness).
+  void SetNodesAgentStale(int64_t n);
 
   prometheus::Registry& registry();
   // Text exposition format (Content-Type text/plain; version=0.0.4).

@@ -35,6 +35,7 @@ bool NodeFit::unresolvable() const {
     case FitReason::kPodUnresolvable:
     case FitReason::kAffinityElsewhere:
     case FitReason::kWaitingForAgent:
+    case FitReason::kAgentStale:
       return true;
   }
   return true;
@@ -62,6 +63,7 @@ absl::string_view FitReasonText(FitReason reason) {
     case FitReason::kAffinityElsewhere:
       return "project's own unit has a free ticket on another node";
     case FitReason::kWaitingForAgent: return "waiting for the node agent";
+    case FitReason::kAgentStale: return "node agent not renewing its heartbeat Lease";
   }
   return "unknown";
 }
@@ -80,6 +82,7 @@ absl::string_view FitReasonLabel(FitReason reason) {
     case FitReason::kNoUnitWithShares: return "no_unit_with_shares";
     case FitReason::kAffinityElsewhere: return "affinity_elsewhere";
     case FitReason::kWaitingForAgent: return "waiting_for_agent";
+    case FitReason::kAgentStale: return "agent_stale";
   }
   return "unknown";
 }
@@ -209,6 +212,7 @@ FitReason ReasonOf(Availability availability) {
     case Availability::kNotOnNode: return FitReason::kOfferingNotOnNode;
     case Availability::kUnusable: return FitReason::kOfferingUnusable;
     case Availability::kNotSelected: return FitReason::kNodeSelector;
+    case Availability::kAgentStale: return FitReason::kAgentStale;
   }
   return FitReason::kNodeUnknown;
 }

@@ -37,10 +37,14 @@ enum class FitReason {
   // The node agent's per-node gate (ClusterState::AgentGateOf): pods bound to the node wait
   // for its agent to confirm other units; transient, and preemption cannot help (unresolvable).
   kWaitingForAgent,      // "waiting for the node agent"
+  // The node carries an agent's inventory but its agent has not renewed its heartbeat Lease
+  // within --agent-heartbeat-timeout (ClusterState::SetAgentStale): a dead agent cannot
+  // admit a pod; unresolvable (preemption cannot revive it).
+  kAgentStale,           // "node agent not renewing its heartbeat Lease"
 };
 
 // The number of FitReason values (arrays indexed by reason).
-inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kWaitingForAgent) + 1;
+inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kAgentStale) + 1;
 
 struct NodeFit {
   FitReason reason = FitReason::kFits;

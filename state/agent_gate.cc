@@ -73,6 +73,16 @@ ClusterState::AgentGate ClusterState::AgentGateOf(const NodeState& node,
 absl::Status ClusterState::CheckAgentGate(const PodClaim& claim, const Assignment& a) const {
   const NodeState* node = FindNode(a.node);
   if (node == nullptr) return absl::OkStatus();  // CheckUnitsExist refuses it
+  if (node->agent && node->agent_stale) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "reserve ", claim.key, ": node ", a.node,
+        ": node agent not renewing its heartbeat Lease (last renewal seen ",
+        node->agent_last_renewal == absl::InfinitePast()
+            ? std::string("never")
+            : absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", node->agent_last_renewal,
+                               absl::UTCTimeZone()),
+        "): a dead agent cannot admit the pod"));
+  }
   const AgentGate gate = AgentGateOf(*node, a.offering);
   if (!gate.closed) return absl::OkStatus();
   if (gate.joinable && gate.joinable->units == a.units &&
@@ -117,6 +127,30 @@ void ClusterState::InheritAgentWaits(const ClusterState& old) {
     }
   }
   for (const std::string& id : ended) SetAwaitingAgent(pods_.find(id)->second, false, absl::Now());
+}
+
+bool ClusterState::SetAgentStale(absl::string_view name, bool stale, absl::Time last_renewal) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return false;
+  NodeState& node = *it->second;
+  node.agent_last_renewal = last_renewal;
+  if (node.agent_stale == stale) return false;
+  node.agent_stale = stale;
+  // Availability (hence every room row and summary's `open`) depends on it.
+  Reindex(node.name);
+  return true;
+}
+
+void ClusterState::InheritAgentLiveness(const ClusterState& old) {
+  for (const auto& [name, node] : old.nodes()) {
+    if (node->agent_stale) SetAgentStale(name, true, node->agent_last_renewal);
+  }
+}
+
+int ClusterState::AgentStaleNodes() const {
+  int n = 0;
+  for (const auto& [name, node] : nodes_) n += node->agent && node->agent_stale && !node->removed ? 1 : 0;
+  return n;
 }
 
 }  // namespace gse

@@ -148,6 +148,7 @@ enum class Availability : uint8_t {
   kNotOnNode,    // the node advertises no units of the offering
   kUnusable,     // advertised, but not as the catalog defines it (NodeOffering::unusable_reason)
   kNotSelected,  // the node does not match the offering's nodeSelector
+  kAgentStale,   // the node's agent stopped renewing its heartbeat Lease (NodeState::agent_stale)
 };
 
 // What a filter reads of one (node, offering) when nothing is evicted, and what the policies
@@ -207,6 +208,10 @@ struct NodeState {
   std::vector<NodeOffering> offerings;
   bool removed = false;      // node object deleted while units were still held
   bool agent = false;        // the Node carries gpu.themelio.io/inventory: a node agent runs
+  // With `agent`: the agent has not renewed its heartbeat Lease for --agent-heartbeat-timeout
+  // (SetAgentStale, from the extender's sweep): every offering is kAgentStale. Not derived
+  // from the Node object: ApplyNode keeps it, a relist inherits it (InheritAgentLiveness).
+  bool agent_stale = false;
   int32_t held_units = 0;    // units with holders over all offerings (derived, like summary)
   int32_t gpu_count = 0;     // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
   uint64_t fingerprint = 0;  // of the fields derived from the Node object
@@ -214,6 +219,9 @@ struct NodeState {
   std::string name;
   std::string gpu_product;  // nvidia.com/gpu.product
   std::map<std::string, std::string> labels;  // only keys some catalog nodeSelector uses
+  // The agent's last heartbeat on the extender's clock when it last turned stale or live
+  // (InfinitePast: none seen), for /debug/state and messages.
+  absl::Time agent_last_renewal = absl::InfinitePast();
 
   const NodeOffering* Find(OfferingId id) const;
   NodeOffering* Find(OfferingId id);
@@ -248,14 +256,23 @@ struct PodRecord {
   // the other's POST may still commit (ReleaseReservation).
   int32_t binds_in_flight = 0;
   // The per-node gate (agent_gate.cc): the pod holds units by our annotation (or our bind in
-  // flight) on a node that had an agent when the mirror learned of the pod (pods bound before
-  // the agent published its inventory never wait), is not terminating, and the node agent
-  // has not confirmed it (gpu.themelio.io/allocated) since the mirror saw it so at
-  // `awaiting_agent_since`; a wait that ExpireAgentWaits ended stays over
+  // flight) on a node with an agent (pods bound before the agent published its inventory
+  // start waiting when it does), is not terminating, and the node agent has not confirmed it
+  // (gpu.themelio.io/allocated); it waits since `awaiting_agent_since` (its binding,
+  // `agent_wait_from`); a wait that ExpireAgentWaits ended stays over
   // (`agent_wait_expired`) for this pod.
   bool awaiting_agent = false;
   bool agent_wait_expired = false;
   absl::Time awaiting_agent_since = absl::InfinitePast();
+  // Whether the pod would await an agent on its node: it holds units by our annotation (or
+  // our bind in flight), is not terminating and carries no gpu.themelio.io/allocated. A node
+  // whose agent starts publishing its inventory later makes such pods wait (ApplyNode).
+  bool agent_may_wait = false;
+  // When the pod was bound, as the gate counts a wait from it: our Reserve, else the pod's
+  // PodScheduled time (PodObject::scheduled_at, never later than its first sight), else its
+  // first sight. A wait's timeout runs from here, so an extender restart or a take-over does
+  // not restart it.
+  absl::Time agent_wait_from = absl::InfinitePast();
 };
 
 struct ProjectState {
@@ -408,16 +425,26 @@ class ClusterState {
   };
   AgentGate AgentGateOf(const NodeState& node, OfferingId offering) const;
   // Reserve's gate check: FailedPrecondition naming the waiting pod when the gate of `a`'s
-  // node and offering does not admit `a`.
+  // node and offering does not admit `a`, or naming the node when its agent is stale.
   absl::Status CheckAgentGate(const PodClaim& claim, const Assignment& a) const;
-  // Ends the wait of every pod that has awaited the agent for `timeout` or longer at `now`
-  // (the agent may be down, or kubelet never admitted the pod); returns how many.
+  // Ends the wait of every pod that has awaited the agent for `timeout` or longer at `now`,
+  // counted from its binding (PodRecord::agent_wait_from; the agent may be down, or kubelet
+  // never admitted the pod); returns how many.
   int ExpireAgentWaits(absl::Time now, absl::Duration timeout);
   // Keeps the waits of pods that `old` (the state before a relist) knew: their start and
   // whether they expired, so that a relist neither restarts nor reopens a wait.
   void InheritAgentWaits(const ClusterState& old);
   // Pods (PodRecord::id) awaiting their node's agent (PodRecord::awaiting_agent).
   const absl::flat_hash_set<std::string>& agent_waiting_pods() const { return agent_waiting_; }
+  // The agent's liveness (docs/agent.md "Agent liveness"): marks the node's agent stale (its
+  // heartbeat Lease not renewed for --agent-heartbeat-timeout: filter and Reserve refuse the
+  // node while it has an agent) or live again, with its last renewal on our clock. Returns
+  // whether the flag changed; an unknown node is a no-op.
+  bool SetAgentStale(absl::string_view node, bool stale, absl::Time last_renewal);
+  // Keeps the staleness of the nodes that `old` (the state before a relist) knew.
+  void InheritAgentLiveness(const ClusterState& old);
+  // Nodes with an agent (NodeState::agent) marked stale.
+  int AgentStaleNodes() const;
 
  private:
   friend class cluster_state_internal::Auditor;  // Audit()'s steps (audit.cc)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "state/assignment.h"
@@ -464,11 +465,35 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
   }
   if (sec.status != nullptr) {
     const Path status_path = path.Field("status");
-    static constexpr absl::string_view kNames[] = {"phase"};
-    const Value* f[1];
+    static constexpr absl::string_view kNames[] = {"phase", "conditions"};
+    const Value* f[2];
     if (absl::Status s = GetFields(*sec.status, status_path, kNames, f); !s.ok()) return s;
     const Path phase_path = status_path.Field("phase");
     if (absl::Status s = ReadString(f[0], phase_path, &pod->phase); !s.ok()) return s;
+    // PodScheduled's lastTransitionTime (see PodObject::scheduled_at): read leniently, as a
+    // hint; nothing else of the conditions is used.
+    if (f[1] != nullptr && f[1]->IsArray()) {
+      for (const Value& c : f[1]->GetArray()) {
+        if (!c.IsObject()) continue;
+        auto type = c.FindMember("type");
+        auto status = c.FindMember("status");
+        auto at = c.FindMember("lastTransitionTime");
+        if (type == c.MemberEnd() || !type->value.IsString() || status == c.MemberEnd() ||
+            !status->value.IsString() || at == c.MemberEnd() || !at->value.IsString()) {
+          continue;
+        }
+        if (absl::string_view(type->value.GetString()) != "PodScheduled" ||
+            absl::string_view(status->value.GetString()) != "True" || at->value.GetStringLength() > 64) {
+          continue;
+        }
+        absl::Time t;
+        std::string err;
+        if (absl::ParseTime(absl::RFC3339_full, at->value.GetString(), &t, &err) &&
+            t != absl::InfinitePast() && t != absl::InfiniteFuture()) {
+          pod->scheduled_at = t;
+        }
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "rapidjson/document.h"
 #include "state/json_reader.h"
@@ -69,6 +70,11 @@ struct PodObject {
   std::string phase;      // status.phase
   std::string scheduler_name;
   bool terminating = false;  // metadata.deletionTimestamp set
+  // status.conditions[type=PodScheduled, status=True].lastTransitionTime: when the binding
+  // committed (the API server's clock; the binding subresource sets it). InfinitePast when
+  // absent; a condition that is not readable is ignored (a hint only: the node agent's gate
+  // counts its wait from it, and from the first sight of the pod without it).
+  absl::Time scheduled_at = absl::InfinitePast();
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> node_selector;

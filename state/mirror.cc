@@ -128,6 +128,38 @@ std::pair<int, int> Mirror::ExpireAgentWaits(absl::Time now, absl::Duration time
   return {ended, static_cast<int>(state_.agent_waiting_pods().size())};
 }
 
+int Mirror::SweepAgentLiveness(absl::FunctionRef<absl::Time(absl::string_view)> last_renewal,
+                               absl::Time now, absl::Duration timeout) {
+  struct Change {
+    std::string node;
+    bool stale;
+    absl::Time last;
+  };
+  std::vector<Change> changes;
+  int stale = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [name, node] : state_.nodes()) {
+      if (node->removed) continue;
+      if (!node->agent) {
+        if (node->agent_stale) changes.push_back({name, false, node->agent_last_renewal});
+        continue;
+      }
+      const absl::Time last = last_renewal(name);
+      const bool is_stale = now - last >= timeout;
+      stale += is_stale ? 1 : 0;
+      // Only flips are written: a steady cluster's sweep stays read-only.
+      if (is_stale != node->agent_stale) {
+        changes.push_back({name, is_stale, last});
+      }
+    }
+  }
+  if (changes.empty()) return stale;
+  absl::MutexLock lock(&mu_);
+  for (const Change& c : changes) state_.SetAgentStale(c.node, c.stale, c.last);
+  return state_.AgentStaleNodes();
+}
+
 void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
   std::shared_ptr<const Catalog> catalog;
   MirrorOptions options;
@@ -151,6 +183,7 @@ void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
     fresh.CarryOver(pod, state_.project(pod.project).name);
   }
   fresh.InheritAgentWaits(state_);
+  fresh.InheritAgentLiveness(state_);
   std::swap(state_, fresh);
   // `fresh` now holds the old state; it is destroyed after the lock is released (the lock
   // guard was declared later, so it is destroyed first).

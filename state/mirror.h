@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -67,6 +68,15 @@ class Mirror {
   // ClusterState::ExpireAgentWaits under the writer lock (only when a wait is due: the scan
   // runs under the reader lock). Returns {waits ended, pods still waiting}.
   std::pair<int, int> ExpireAgentWaits(absl::Time now, absl::Duration timeout);
+
+  // The node agents' liveness sweep (docs/agent.md "Agent liveness"): a node with an agent
+  // whose `last_renewal(node)` (the agent's last heartbeat on our clock; InfinitePast: none)
+  // is `timeout` or more before `now` becomes stale (ClusterState::SetAgentStale), any other
+  // node live. Decided under the reader lock; the writer lock only when a node changes (rare:
+  // every sweep of a steady cluster is read-only). `last_renewal` must not call the Mirror.
+  // Returns the stale nodes with an agent.
+  int SweepAgentLiveness(absl::FunctionRef<absl::Time(absl::string_view node)> last_renewal,
+                         absl::Time now, absl::Duration timeout);
 
   // Replaces the whole state with one built from `batch` (a relist), listed at `listed_at`
   // (the time the list was requested: everything committed before it shows in the list).

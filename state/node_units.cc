@@ -361,6 +361,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   node.removed = false;
   node.gpu_product = std::move(d.product);
   node.gpu_count = d.gpu_count;
+  const bool agent_started = d.agent && !node.agent;
   node.agent = d.agent;
   node.labels.clear();
   for (auto& [k, v] : d.labels) node.labels.emplace(std::move(k), std::move(v));
@@ -405,6 +406,30 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   }
   for (const NodeOffering& no : node.offerings) ChargeHoldings(no, +1);
   Reindex(object.name);
+  if (agent_started) {
+    // The agent published its inventory only now: the pods bound here before it did, that it
+    // has not confirmed, wait for it too (it must tell them apart from the next binds), from
+    // their binding (agent_gate.cc).
+    std::vector<std::string> unconfirmed;
+    for (const NodeOffering& no : node.offerings) {
+      for (const Unit& unit : no.units) {
+        for (const Holding& h : unit.holders) {
+          auto rec = pods_.find(h.pod_id);
+          if (rec == pods_.end() || rec->second.awaiting_agent || !rec->second.agent_may_wait ||
+              rec->second.agent_wait_expired || rec->second.source == HoldingSource::kCharged) {
+            continue;
+          }
+          unconfirmed.push_back(h.pod_id);
+        }
+      }
+    }
+    for (const std::string& id : unconfirmed) {
+      PodRecord& rec = pods_.find(id)->second;
+      const absl::Time from =
+          rec.agent_wait_from == absl::InfinitePast() ? absl::Now() : rec.agent_wait_from;
+      if (!rec.awaiting_agent) SetAwaitingAgent(rec, true, from);
+    }
+  }
   return true;
 }
 

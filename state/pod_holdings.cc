@@ -230,11 +230,19 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   const absl::Time now = absl::Now();
   const bool expired = existing != nullptr && existing->agent_wait_expired;
   const NodeState* node = FindNode(pod.node_name);
-  const bool awaiting = node != nullptr && node->agent && !expired && !pod.terminating &&
-                        pod.annotations.count(std::string(kAnnotationAllocated)) == 0;
+  const bool may_wait =
+      !pod.terminating && pod.annotations.count(std::string(kAnnotationAllocated)) == 0;
+  const bool awaiting = node != nullptr && node->agent && !expired && may_wait;
+  // A wait counts from the binding (PodRecord::agent_wait_from), not from when this process
+  // first saw the pod: a restart must not give a pod whose agent never confirmed it a fresh
+  // timeout. The API server's clock may be ahead of ours: never later than now.
+  const absl::Time bound_from =
+      existing != nullptr && existing->agent_wait_from != absl::InfinitePast()
+          ? existing->agent_wait_from
+          : pod.scheduled_at != absl::InfinitePast() ? std::min(now, pod.scheduled_at) : now;
   const absl::Time since = existing != nullptr && existing->awaiting_agent
                                ? existing->awaiting_agent_since
-                               : now;
+                               : bound_from;
   auto record = [&](Assignment a, HoldingSource source) {
     if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
     PodRecord rec;
@@ -246,6 +254,8 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     rec.assignment = std::move(a);
     rec.source = source;
     rec.agent_wait_expired = expired;
+    rec.agent_wait_from = bound_from;
+    rec.agent_may_wait = source != HoldingSource::kCharged && may_wait;
     if (source != HoldingSource::kCharged && awaiting) {
       rec.awaiting_agent = true;
       rec.awaiting_agent_since = since;
@@ -258,7 +268,9 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   if (parsed.ok()) {
     if (existing != nullptr && existing->assignment == *parsed && existing->project == project) {
       existing->source = HoldingSource::kConfirmed;
-      SetAwaitingAgent(*existing, awaiting, now);
+      existing->agent_may_wait = may_wait;
+      existing->agent_wait_from = bound_from;
+      SetAwaitingAgent(*existing, awaiting, since);
       return;
     }
     if (existing != nullptr) Release(id);

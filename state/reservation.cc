@@ -63,7 +63,9 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.binds_in_flight = source == HoldingSource::kReserved ? 1 : 0;
   // The pod is bound with our annotation now: the node's agent (if any) has to confirm it.
   rec.awaiting_agent = FindNode(a.node)->agent;  // CheckUnitsExist found the node
-  rec.awaiting_agent_since = absl::Now();
+  rec.agent_may_wait = true;
+  rec.agent_wait_from = absl::Now();
+  rec.awaiting_agent_since = rec.agent_wait_from;
   AddPodRecord(std::move(rec));
   return absl::OkStatus();
 }

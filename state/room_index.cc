@@ -62,6 +62,8 @@ Availability ClusterState::AvailabilityOf(const NodeState& node, const NodeOffer
   if (no.advertised_units == 0) return Availability::kNotOnNode;  // draining held units only
   if (!no.unusable_reason.empty()) return Availability::kUnusable;
   if (!OfferingSelectsNode(catalog_->Get(no.offering), node)) return Availability::kNotSelected;
+  // Last: the node is fine by itself, its agent is not (and may come back).
+  if (node.agent && node.agent_stale) return Availability::kAgentStale;
   return Availability::kOpen;
 }
 

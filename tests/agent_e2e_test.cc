@@ -78,6 +78,9 @@ constexpr char kGpu[] = "nvidia.com/gpu";
 constexpr int kSlices = 7;
 constexpr int kTickets = 4;
 const std::vector<std::string> kNodes = {"gpu-a", "gpu-b"};
+// The extender's --agent-heartbeat-timeout here; the agents renew every second. Long enough
+// that a sanitizer build's slow renewals never make a live agent stale.
+constexpr absl::Duration kHeartbeatTimeout = absl::Seconds(6);
 const std::vector<std::string> kProjects = {"team-a", "team-b", "team-c"};
 
 // ---------------------------------------------------------------- the cluster's facts
@@ -413,7 +416,8 @@ class AgentEndToEnd : public ::testing::Test {
     port_ = FreePort();
     extender_ = Spawn(binary,
                       {absl::StrCat("--listen=127.0.0.1:", port_), "--kubeconfig=" + dir_.File("kubeconfig"),
-                       "--in-cluster=false"},
+                       "--in-cluster=false", "--agent-lease-namespace=gpu-slice-agent",
+                       absl::StrCat("--agent-heartbeat-timeout=", absl::FormatDuration(kHeartbeatTimeout))},
                       dir_.File("extender.log"));
     ASSERT_GT(extender_, 0);
     http_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
@@ -437,6 +441,8 @@ class AgentEndToEnd : public ::testing::Test {
     o.registrar.poll_interval = absl::Milliseconds(20);
     o.audit.interval = absl::Milliseconds(200);
     o.admission.resync_timeout = absl::Seconds(5);
+    o.heartbeat.lease_namespace = "gpu-slice-agent";
+    o.heartbeat.interval = absl::Seconds(1);
     auto agent = NodeAgent::Create(&Catalog::BuiltIn(), node.client.get(), *std::move(inv), nullptr, o);
     ASSERT_TRUE(agent.ok()) << agent.status();
     node.agent = *std::move(agent);
@@ -953,6 +959,73 @@ TEST_F(AgentEndToEnd, UnhealthyMigDeviceStopsBeingOfferedByTheAgent) {
     EXPECT_THAT(*pod, ::testing::Not(HasSubstr(absl::StrCat("gpu-a/", kShared, "/3\""))))
         << ns << " was placed on the unhealthy slice";
   }
+  EXPECT_THAT(Referee(), IsEmpty());
+}
+
+TEST_F(AgentEndToEnd, AnAgentThatStopsRenewingGetsItsNodeRefusedUntilItRenewsAgain) {
+  Node& a = NodeNamed("gpu-a");
+  const std::string key = CreatePod("team-a", "heartbeat", kShared);
+  const size_t slash = key.find('/');
+  auto filter = [&]() -> std::string {
+    std::optional<std::string> pod = fake_.Get("pods", key.substr(0, slash), key.substr(slash + 1));
+    if (!pod) return "";
+    auto f = http_->Post("/filter",
+                         absl::StrCat(R"({"Pod":)", *pod, R"(,"Nodes":null,"NodeNames":["gpu-a","gpu-b"]})"),
+                         "application/json");
+    return f && f->status == 200 ? f->body : "";
+  };
+  auto metric = [&]() -> std::string {
+    auto m = http_->Get("/metrics");
+    return m && m->status == 200 ? m->body : "";
+  };
+  // Both agents renew: both nodes pass.
+  ASSERT_TRUE(Eventually([&] { return filter().find(R"("NodeNames":["gpu-a","gpu-b"])") != std::string::npos; },
+                         absl::Seconds(60)))
+      << filter();
+  EXPECT_THAT(metric(), HasSubstr("gse_nodes_agent_stale 0"));
+
+  a.agent->Stop();  // the agent dies (its inventory annotation stays on the Node)
+  const absl::Time stopped = absl::Now();
+  ASSERT_TRUE(Eventually([&] {
+    return filter().find(R"("gpu-a":"node agent not renewing its heartbeat Lease")") != std::string::npos;
+  }, absl::Seconds(120))) << filter();
+  const absl::Duration refused_after = absl::Now() - stopped;
+  EXPECT_GE(refused_after, kHeartbeatTimeout / 2) << "refused, but not before its timeout";
+  EXPECT_THAT(filter(), HasSubstr(R"("NodeNames":["gpu-b"])")) << "the other node's agent is alive";
+  EXPECT_THAT(filter(), HasSubstr("FailedAndUnresolvableNodes")) << "preemption cannot help";
+  EXPECT_TRUE(Eventually([&] { return metric().find("gse_nodes_agent_stale 1") != std::string::npos; },
+                         absl::Seconds(30)));
+  auto state = http_->Get("/debug/state");
+  ASSERT_TRUE(state && state->status == 200);
+  EXPECT_THAT(state->body, HasSubstr(R"({"node":"gpu-a","agent":"stale","last_renewal":")"));
+  EXPECT_THAT(state->body, HasSubstr(R"({"node":"gpu-b","agent":"live")"));
+  // kube-scheduler binds there anyway (its cache raced the filter): bind refuses too.
+  {
+    std::optional<std::string> pod = fake_.Get("pods", key.substr(0, slash), key.substr(slash + 1));
+    ASSERT_TRUE(pod.has_value());
+    rapidjson::Document podj;
+    podj.Parse(pod->c_str());
+    auto b = http_->Post("/bind",
+                         absl::StrCat(R"({"PodName":"heartbeat","PodNamespace":"team-a","PodUID":")",
+                                      podj["metadata"]["uid"].GetString(), R"(","Node":"gpu-a"})"),
+                         "application/json");
+    ASSERT_TRUE(b);
+    EXPECT_THAT(b->body, HasSubstr("node agent not renewing its heartbeat Lease"));
+  }
+
+  const absl::Time restarted = absl::Now();
+  RestartAgent(a);  // renews again
+  ASSERT_TRUE(Eventually([&] { return filter().find(R"("NodeNames":["gpu-a","gpu-b"])") != std::string::npos; },
+                         absl::Seconds(120)))
+      << filter();
+  std::printf("heartbeat: node refused %.1fs after its agent stopped (--agent-heartbeat-timeout=%s, "
+              "renewals every 1s), admitted again %.1fs after the agent restarted\n",
+              absl::ToDoubleSeconds(refused_after), absl::FormatDuration(kHeartbeatTimeout).c_str(),
+              absl::ToDoubleSeconds(absl::Now() - restarted));
+  EXPECT_TRUE(Eventually([&] { return metric().find("gse_nodes_agent_stale 0") != std::string::npos; },
+                         absl::Seconds(30)));
+  ASSERT_TRUE(Eventually([&] { return Schedule(key, {"gpu-a"}); }, absl::Seconds(60)));
+  Settle();
   EXPECT_THAT(Referee(), IsEmpty());
 }
 

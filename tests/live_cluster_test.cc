@@ -595,7 +595,8 @@ TEST_F(LiveClusterTest, TakeOverWithALaggingWatchDecidesOnlyAfterAFreshList) {
   ASSERT_TRUE(Eventually([&] { return a->service->Ready(); }, absl::Seconds(5)));
   auto b = StartExtender(TestOptions(kubeconfig_, true, "extender-b"));
   ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(Eventually([&] { return b->live->synced() && fake_.open_watches() == 8 && fake_.WatchesCaughtUp(); },
+  // Five watches per replica: the four kinds of the mirror and the node agents' Leases.
+  ASSERT_TRUE(Eventually([&] { return b->live->synced() && fake_.open_watches() == 10 && fake_.WatchesCaughtUp(); },
                          absl::Seconds(5)));
   ASSERT_FALSE(b->service->Ready());
 

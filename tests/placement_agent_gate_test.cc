@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rapidjson/document.h"
 #include "scoring/feasibility.h"
 #include "scoring/pod_request.h"
 #include "state/assignment.h"
@@ -245,10 +246,13 @@ TEST_F(AgentGateTest, NodeAnnotationTurnsTheGateOnAndOff) {
   ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("plain-node", kTs, {0})).ok());
   EXPECT_TRUE(state_.agent_waiting_pods().empty()) << "no agent: nothing to wait for";
   EXPECT_TRUE(state_.ApplyNode(Node("plain-node", true)));  // an agent starts publishing
-  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kFits)
-      << "pods bound before the agent published its inventory do not wait";
-  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a2"), On("plain-node", kTs, {0})).ok());
-  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kWaitingForAgent);
+  EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kWaitingForAgent)
+      << "a pod bound before the agent published its inventory waits for it too: the agent "
+         "must tell it apart from the next binds";
+  EXPECT_EQ(state_.agent_waiting_pods().size(), 1u);
+  ASSERT_TRUE(state_.Reserve(Claim("team-a", "a2"), On("plain-node", kTs, {0})).ok())
+      << "its own group may still join";
+  EXPECT_FALSE(state_.Reserve(Claim("team-b", "b1"), On("plain-node", kTs, {1})).ok());
   EXPECT_TRUE(state_.ApplyNode(Node("plain-node", false)));  // the agent's annotation removed
   EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kFits);
 }
@@ -348,6 +352,218 @@ TEST(AgentGateMirror, ConcurrentBindsNeverOpenTwoGroups) {
     EXPECT_THAT(s.Audit().problems, ::testing::IsEmpty());
     return 0;
   });
+}
+
+// ---- the agent's liveness (docs/agent.md "Agent liveness")
+
+TEST_F(AgentGateTest, StaleAgentRefusesItsNodeAtFilterAndReserve) {
+  const absl::Time last = absl::FromUnixSeconds(1800000000);
+  EXPECT_TRUE(state_.SetAgentStale("agent-node", true, last));
+  EXPECT_FALSE(state_.SetAgentStale("agent-node", true, last)) << "no change, nothing to do";
+  EXPECT_EQ(state_.AgentStaleNodes(), 1);
+  for (const char* resource : {kTs, kGpu, kMps}) {
+    EXPECT_EQ(Filter("team-a", resource, "agent-node"), FitReason::kAgentStale) << resource;
+    EXPECT_EQ(Filter("team-a", resource, "plain-node"), FitReason::kFits) << resource;
+  }
+  EXPECT_EQ(FitReasonText(FitReason::kAgentStale), "node agent not renewing its heartbeat Lease");
+  EXPECT_EQ(FitReasonLabel(FitReason::kAgentStale), "agent_stale");
+  EXPECT_TRUE(NodeFit{FitReason::kAgentStale}.unresolvable()) << "preemption cannot revive an agent";
+
+  const absl::Status s = state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("node agent not renewing its heartbeat Lease"));
+  EXPECT_THAT(s.message(), HasSubstr("2027-01-15T08:00:00.000Z")) << "names the last renewal seen";
+  EXPECT_EQ(state_.FindPod("team-a/a1"), nullptr) << "a refused Reserve changes nothing";
+  EXPECT_EQ(state_.OwnedUnitsWithRoom(kNoProject, Id(kTs)), 0);
+
+  // A Node update (its inventory republished) does not revive the agent: only a renewal does.
+  NodeObject refreshed = Node("agent-node", true);
+  refreshed.agent_inventory = R"({"version":1,"resources":{},"x":1})";
+  state_.ApplyNode(refreshed);
+  EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kAgentStale);
+
+  EXPECT_TRUE(state_.SetAgentStale("agent-node", false, absl::Now()));
+  EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kFits);
+  EXPECT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0})).ok());
+  EXPECT_THAT(state_.Audit().problems, ::testing::IsEmpty());
+}
+
+TEST_F(AgentGateTest, StaleFlagMattersOnlyWhileTheNodeHasAnAgent) {
+  EXPECT_TRUE(state_.SetAgentStale("plain-node", true, absl::InfinitePast()));
+  EXPECT_EQ(Filter("team-a", kTs, "plain-node"), FitReason::kFits) << "no inventory: no agent to judge";
+  EXPECT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("plain-node", kTs, {0})).ok());
+  EXPECT_EQ(state_.AgentStaleNodes(), 0);
+  EXPECT_FALSE(state_.SetAgentStale("no-such-node", true, absl::InfinitePast()));
+}
+
+TEST(AgentLivenessMirror, SweepJudgesByLastRenewalAndARelistKeepsTheVerdict) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes = {Node("n1", true), Node("n2", true), Node("n3", false)};
+  mirror.ReplaceAll(batch, absl::Now());
+  const absl::Time now = absl::Now();
+  const absl::Duration timeout = absl::Seconds(60);
+  std::map<std::string, absl::Time> renewed = {{"n1", now - absl::Seconds(59)},
+                                               {"n2", now - absl::Seconds(60)}};
+  auto last = [&](absl::string_view node) {
+    auto it = renewed.find(std::string(node));
+    return it == renewed.end() ? absl::InfinitePast() : it->second;
+  };
+  EXPECT_EQ(mirror.SweepAgentLiveness(last, now, timeout), 1) << "n2: 60 s without a renewal";
+  auto stale = [&](const char* node) {
+    return mirror.Read([&](const ClusterState& s) { return s.FindNode(node)->agent_stale; });
+  };
+  EXPECT_FALSE(stale("n1"));
+  EXPECT_TRUE(stale("n2"));
+  EXPECT_FALSE(stale("n3")) << "never renewed, but no agent inventory: not judged";
+  mirror.ReplaceAll(batch, absl::Now());  // a relist (410, resync)
+  EXPECT_TRUE(stale("n2")) << "a relist does not revive a dead agent";
+  renewed["n2"] = now;
+  EXPECT_EQ(mirror.SweepAgentLiveness(last, now, timeout), 0);
+  EXPECT_FALSE(stale("n2"));
+}
+
+// Binds, relists and liveness sweeps at once: a node whose agent is dead never gets a pod,
+// whatever interleaving (Reserve checks the flag under the writer lock, ReplaceAll carries
+// it over), while the live node keeps taking them.
+TEST(AgentLivenessMirror, ConcurrentBindsNeverLandOnAStaleNode) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes = {Node("dead", true), Node("live", true)};
+  mirror.ReplaceAll(batch, absl::Now());
+  const OfferingId gpu = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kGpu)->id; });
+  auto last = [](absl::string_view node) {
+    return node == "dead" ? absl::InfinitePast() : absl::Now();
+  };
+  ASSERT_EQ(mirror.SweepAgentLiveness(last, absl::Now(), absl::Seconds(60)), 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> on_dead{0}, on_live{0};
+  std::thread sweeper([&] {
+    while (!stop.load()) {
+      mirror.SweepAgentLiveness(last, absl::Now(), absl::Seconds(60));
+      mirror.ReplaceAll(batch, absl::Now());
+    }
+  });
+  std::vector<std::thread> binders;
+  for (int t = 0; t < 4; ++t) {
+    binders.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string ns = absl::StrCat("team-", t);
+        const PodClaim claim{absl::StrCat(ns, "/p", i), absl::StrCat("uid-", t, "-", i), ns, ns};
+        absl::StatusOr<Assignment> r = mirror.ReserveWith(claim, [&](const ClusterState&) {
+          Assignment a;
+          a.node = i % 2 == 0 ? "dead" : "live";
+          a.offering = gpu;
+          a.units = {(t + i) % 4};
+          return absl::StatusOr<Assignment>(a);
+        });
+        if (r.ok()) (r->node == "dead" ? on_dead : on_live)++;
+      }
+    });
+  }
+  for (std::thread& b : binders) b.join();
+  stop.store(true);
+  sweeper.join();
+  EXPECT_EQ(on_dead.load(), 0);
+  EXPECT_GT(on_live.load(), 0);
+}
+
+// ---- a wait counts from the binding (PodScheduled), and pods bound before the inventory
+
+PodObject WithScheduledAt(PodObject p, absl::Time t) {
+  p.scheduled_at = t;
+  return p;
+}
+
+TEST_F(AgentGateTest, AWaitFirstSeenAfterARestartCountsFromTheBinding) {
+  const absl::Time now = absl::Now();
+  // The extender restarted: it first sees pods bound 100 s ago (their PodScheduled time),
+  // one bound in the API server's future (its clock ahead of ours), one without the
+  // condition (a hand-made object).
+  state_.ApplyPod(WithScheduledAt(Bound("team-a", "old", On("agent-node", kTs, {0})), now - absl::Seconds(100)));
+  state_.ApplyPod(WithScheduledAt(Bound("team-a", "ahead", On("agent-node", kTs, {0})), now + absl::Hours(1)));
+  state_.ApplyPod(Bound("team-a", "none", On("agent-node", kTs, {0})));
+  const PodRecord* old = state_.FindPod("team-a/old");
+  ASSERT_NE(old, nullptr);
+  EXPECT_EQ(old->awaiting_agent_since, now - absl::Seconds(100));
+  EXPECT_LE(state_.FindPod("team-a/ahead")->awaiting_agent_since, absl::Now()) << "never later than now";
+  EXPECT_GE(state_.FindPod("team-a/none")->awaiting_agent_since, now) << "first sight";
+  // 21 s later the old pod's 120 s are over: it stops holding the node, the others do not.
+  EXPECT_EQ(state_.ExpireAgentWaits(now + absl::Seconds(21), kTimeout), 1);
+  EXPECT_TRUE(state_.FindPod("team-a/old")->agent_wait_expired);
+  EXPECT_FALSE(state_.FindPod("team-a/none")->agent_wait_expired);
+  // A later event of the same pod (relabel, status) keeps the wait's start.
+  state_.ApplyPod(WithScheduledAt(Bound("team-a", "none", On("agent-node", kTs, {0})), now - absl::Hours(1)));
+  EXPECT_GE(state_.FindPod("team-a/none")->awaiting_agent_since, now);
+}
+
+TEST_F(AgentGateTest, PodsBoundBeforeTheInventoryWaitFromTheirBinding) {
+  const absl::Time now = absl::Now();
+  const Assignment a0 = On("plain-node", kTs, {0});
+  const Assignment a1 = On("plain-node", kTs, {1});
+  state_.ApplyPod(WithScheduledAt(Bound("team-a", "early", a0), now - absl::Seconds(110)));
+  state_.ApplyPod(WithScheduledAt(Bound("team-b", "confirmed", a1, /*allocated=*/true), now - absl::Seconds(5)));
+  EXPECT_TRUE(state_.agent_waiting_pods().empty()) << "no agent yet";
+  EXPECT_TRUE(state_.ApplyNode(Node("plain-node", true)));
+  EXPECT_TRUE(state_.FindPod("team-a/early")->awaiting_agent);
+  EXPECT_FALSE(state_.FindPod("team-b/confirmed")->awaiting_agent) << "already confirmed";
+  EXPECT_EQ(state_.FindPod("team-a/early")->awaiting_agent_since, now - absl::Seconds(110));
+  EXPECT_EQ(Filter("team-c", kTs, "plain-node"), FitReason::kWaitingForAgent);
+  EXPECT_EQ(state_.ExpireAgentWaits(now + absl::Seconds(10), kTimeout), 1) << "120 s from its binding";
+  EXPECT_EQ(Filter("team-c", kTs, "plain-node"), FitReason::kFits);
+  EXPECT_THAT(state_.Audit().problems, ::testing::IsEmpty());
+}
+
+TEST(AgentGateDecode, PodScheduledTimeIsReadAndABadOneIgnored) {
+  auto decode = [](const std::string& conditions) {
+    const std::string json = absl::StrCat(
+        R"({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"nodeName":"n1","containers":[]},)",
+        R"("status":{"phase":"Pending","conditions":)", conditions, "}}");
+    rapidjson::Document doc;
+    doc.Parse(json.c_str());
+    return DecodePod(doc, "Pod");
+  };
+  // As recorded (kube-api-1.26/pod-after-binding.json).
+  auto pod = decode(R"([{"type":"PodScheduled","status":"True","lastProbeTime":null,"lastTransitionTime":"2026-11-29T09:52:02Z"}])");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->scheduled_at, absl::FromUnixSeconds(1795945922));
+  for (const char* bad : {R"([{"type":"PodScheduled","status":"True","lastTransitionTime":"yesterday"}])",
+                          R"([{"type":"PodScheduled","status":"True","lastTransitionTime":7}])",
+                          R"([{"type":"PodScheduled","status":"False","lastTransitionTime":"2026-11-29T09:52:02Z"}])",
+                          R"([17, null])", R"("not an array")"}) {
+    auto p = decode(bad);
+    ASSERT_TRUE(p.ok()) << bad << ": " << p.status() << " (a hint: the pod itself is fine)";
+    EXPECT_EQ(p->scheduled_at, absl::InfinitePast()) << bad;
+  }
+}
+
+TEST(AgentGateMirror, ARestartDoesNotRestartAWait) {
+  // The mirror rebuilt from a list (a new process): the pod's wait started at its binding.
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes.push_back(Node("n1", true));
+  PodObject p;
+  p.namespace_name = "team-a";
+  p.name = "a";
+  p.uid = "a-uid";
+  p.node_name = "n1";
+  p.phase = "Pending";
+  ContainerResources c;
+  c.name = "main";
+  c.requests_milli[kTs] = 1000;
+  p.containers.push_back(c);
+  Assignment a;
+  a.node = "n1";
+  a.units = {0};
+  a.offering = mirror.Read([](const ClusterState& s) { return s.catalog().Find(kTs)->id; });
+  p.annotations = mirror.Read([&](const ClusterState& s) { return AssignmentAnnotations(a, s.catalog(), "team-a"); });
+  const absl::Time now = absl::Now();
+  p.scheduled_at = now - absl::Seconds(90);
+  batch.pods.push_back(p);
+  mirror.ReplaceAll(batch, now);
+  EXPECT_EQ(mirror.ExpireAgentWaits(now + absl::Seconds(29), kTimeout), std::make_pair(0, 1));
+  EXPECT_EQ(mirror.ExpireAgentWaits(now + absl::Seconds(30), kTimeout), std::make_pair(1, 0))
+      << "120 s after the binding, not after the restart";
 }
 
 }  // namespace

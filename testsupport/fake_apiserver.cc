@@ -895,6 +895,14 @@ void FakeApiServer::Route(const Exchange& ex) {
   }
   if (n >= 7 && p[1] == "apis" && p[2] == "coordination.k8s.io" && p[3] == "v1" &&
       p[4] == "namespaces" && p[6] == "leases") {
+    if (n == 7 && method == "GET") {
+      if (IsWatch(*ex.req)) {
+        ServeWatch(ex, "leases", p[5]);
+      } else {
+        ServeList(ex, "leases", p[5]);
+      }
+      return;
+    }
     ServeLease(ex, p[5], n == 8 ? p[7] : "");
     return;
   }
@@ -994,7 +1002,8 @@ void FakeApiServer::ServePodPatch(const Exchange& ex, const std::string& ns,
   ex.Reply(200, pods[key].full);
 }
 
-void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
+void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource,
+                              const std::string& ns) {
   const KindInfo* info = InfoOf(resource);
   absl::StatusOr<std::vector<FieldTerm>> fields =
       ParseFieldSelector(ex.req->get_param_value("fieldSelector"));
@@ -1007,6 +1016,7 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
                                                              fields->front().field)));
     return;
   }
+  if (!ns.empty()) fields->push_back(FieldTerm{"metadata.namespace", ns, true});
   int64_t limit = 0;
   (void)absl::SimpleAtoi(ex.req->get_param_value("limit"), &limit);
   const std::string cont = ex.req->get_param_value("continue");
@@ -1073,7 +1083,8 @@ void FakeApiServer::ServeList(const Exchange& ex, const std::string& resource) {
   ex.Reply(200, body);
 }
 
-void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) {
+void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource,
+                               const std::string& ns) {
   struct WatchState {
     int64_t id = 0;
     int64_t pos = 0;
@@ -1100,6 +1111,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource) 
     ex.Reply(400, StatusBody(400, "BadRequest", fields.status().message()));
     return;
   }
+  if (!ns.empty()) fields->push_back(FieldTerm{"metadata.namespace", ns, true});
   auto selector = std::make_shared<const std::vector<FieldTerm>>(*std::move(fields));
   state->bookmarks = bm == "true" || bm == "1";
   const absl::Time now = absl::Now();
@@ -1248,6 +1260,31 @@ void FakeApiServer::ServeBinding(const Exchange& ex, const std::string& ns, cons
     for (const auto& m : ann->GetObject()) {
       if (m.value.IsString()) SetStr(pod, pod_ann, m.name.GetString(), m.value.GetString());
     }
+  }
+  {
+    // As kube-apiserver's binding subresource: condition PodScheduled=True, its
+    // lastTransitionTime the commit (kube-api-1.26/pod-after-binding.json).
+    auto& a = pod.GetAllocator();
+    rapidjson::Value& status = Obj(pod, pod, "status");
+    if (!status.HasMember("conditions") || !status["conditions"].IsArray()) {
+      status.RemoveMember("conditions");
+      status.AddMember("conditions", rapidjson::Value(rapidjson::kArrayType), a);
+    }
+    rapidjson::Value& conditions = status["conditions"];
+    for (rapidjson::SizeType i = 0; i < conditions.Size();) {
+      if (conditions[i].IsObject() && Str(conditions[i], "type") == "PodScheduled") {
+        conditions.Erase(conditions.Begin() + i);
+      } else {
+        ++i;
+      }
+    }
+    const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+    rapidjson::Value c(rapidjson::kObjectType);
+    c.AddMember("type", "PodScheduled", a);
+    c.AddMember("status", "True", a);
+    c.AddMember("lastProbeTime", rapidjson::Value(rapidjson::kNullType), a);
+    c.AddMember("lastTransitionTime", rapidjson::Value(now.c_str(), a), a);
+    conditions.PushBack(c, a);
   }
   CommitLocked("pods", it->first, pod, "MODIFIED");
   ex.Reply(201, R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201})");

@@ -27,6 +27,8 @@
 //        pod, 404 on a missing pod (bodies as recorded)
 //   GET/PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}, POST .../leases
 //        (resourceVersion preconditions: 409 on a stale PUT, 409 AlreadyExists on create)
+//   GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases  list (LeaseList) or watch of the
+//        namespace's Leases, paged and with bookmarks as the core lists and watches
 //   POST /api/v1/namespaces/{ns}/events                    core/v1 Event (kept for Events())
 //   GET  /apis/resource.k8s.io/v1/{deviceclasses,resourceslices,resourceclaims}   list or watch,
 //        as the core lists above (pagination, Exact, 410, bookmarks); GET/DELETE of
@@ -244,8 +246,9 @@ class FakeApiServer {
   struct Exchange;  // one HTTP request/response pair
 
   void Route(const Exchange& ex);
-  void ServeList(const Exchange& ex, const std::string& resource);
-  void ServeWatch(const Exchange& ex, const std::string& resource);
+  // `ns` non-empty: only that namespace's objects (a namespaced list or watch URL).
+  void ServeList(const Exchange& ex, const std::string& resource, const std::string& ns = "");
+  void ServeWatch(const Exchange& ex, const std::string& resource, const std::string& ns = "");
   void ServeBinding(const Exchange& ex, const std::string& ns, const std::string& name);
   void ServeLease(const Exchange& ex, const std::string& ns, const std::string& name);
   void ServePodPatch(const Exchange& ex, const std::string& ns, const std::string& name);

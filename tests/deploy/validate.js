@@ -398,7 +398,9 @@ function structureChecks(variant, traits, objs, catalogText) {
     const le = argValue(args, "--leader-elect");
     if (!traits.ha) {
       expect(le === undefined || le === "false", `--leader-elect=${le}`);
-      expect(!objs.some((o) => o.kind === "Role" || o.kind === "RoleBinding"), "a Role/RoleBinding without leader election");
+      // (The agent component's heartbeat Lease Roles live in the agent's namespace.)
+      expect(!objs.some((o) => (o.kind === "Role" || o.kind === "RoleBinding") && o.metadata.namespace !== AGENT),
+        "a Role/RoleBinding in the extender's namespace without leader election");
       return;
     }
     expect(le === "true", `--leader-elect=${le}`);
@@ -561,7 +563,7 @@ function documentedRbac(repo) {
     const cells = line.split("|").slice(1, -1).map((s) => s.trim());
     if (cells.length < 6 || cells[0] === "scope" || /^-+$/.test(cells[0])) continue;
     const [scope, group, resource, verb, names, why] = cells;
-    if (!["cluster", "namespace", "agent"].includes(scope)) throw new Error(`RBAC.md: bad scope ${json(scope)}`);
+    if (!["cluster", "namespace", "agent", "agent-namespace"].includes(scope)) throw new Error(`RBAC.md: bad scope ${json(scope)}`);
     if (!why) throw new Error(`RBAC.md: row ${resource} ${verb} says not why`);
     rows.push(`${scope} ${group === "core" ? "" : group}|${resource}|${verb}|${names === "-" ? "*" : names}`);
   }
@@ -573,7 +575,7 @@ function renderedRbac(objs) {
   const out = [];
   for (const o of objs) {
     const scope = o.kind === "ClusterRole" ? (o.metadata.name === AGENT ? "agent" : "cluster")
-      : o.kind === "Role" ? "namespace" : null;
+      : o.kind === "Role" ? (o.metadata.namespace === AGENT ? "agent-namespace" : "namespace") : null;
     if (!scope) continue;
     for (const r of o.rules || []) {
       expect(!(r.nonResourceURLs || []).length, `${ident(o)} grants nonResourceURLs`);
@@ -590,7 +592,7 @@ function renderedRbac(objs) {
 function rbacChecks(variant, traits, objs, documented) {
   check(`${variant}: RBAC grants exactly the documented verbs (deploy/RBAC.md)`, () => {
     const want = documented.filter((r) => r.startsWith("cluster ") || (r.startsWith("namespace ") && traits.ha) ||
-      (r.startsWith("agent ") && traits.agent));
+      ((r.startsWith("agent ") || r.startsWith("agent-namespace ")) && traits.agent));
     const got = renderedRbac(objs);
     const dup = got.filter((r, i) => got.indexOf(r) !== i);
     const missing = want.filter((r) => !got.includes(r));
@@ -612,6 +614,15 @@ function rbacChecks(variant, traits, objs, documented) {
     expect(crb.roleRef.kind === "ClusterRole" && crb.roleRef.name === cr.metadata.name, `roleRef ${json(crb.roleRef)}`);
     expect(crb.subjects.length === 1 && crb.subjects[0].kind === "ServiceAccount" && crb.subjects[0].name === AGENT && crb.subjects[0].namespace === AGENT,
       `subjects ${json(crb.subjects)}`);
+  });
+  check(`${variant}: the heartbeat Lease Roles are bound to the agent (renew) and the extender (read) only`, () => {
+    const bind = (name) => objs.find((o) => o.kind === "RoleBinding" && o.metadata.name === name && o.metadata.namespace === AGENT);
+    const hb = bind("gpu-slice-agent-heartbeat");
+    expect(hb && hb.subjects.length === 1 && hb.subjects[0].name === AGENT && hb.subjects[0].namespace === AGENT,
+      `gpu-slice-agent-heartbeat subjects ${json(hb && hb.subjects)}`);
+    const rd = bind("gpu-slice-extender-agent-leases");
+    expect(rd && rd.subjects.length === 1 && rd.subjects[0].name === APP && rd.subjects[0].namespace === NS,
+      `gpu-slice-extender-agent-leases subjects ${json(rd && rd.subjects)}`);
   });
 }
 
