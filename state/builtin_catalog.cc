@@ -18,6 +18,10 @@
 // * memory is per unit. For offerings that span products (nvidia.com/gpu and its shared and
 //   MPS forms, nvidia.com/a100) it is the smallest board memory among the products this
 //   catalog knows (A10G 24 GB; A100 40 GB), i.e. what a pod can count on.
+// * DeviceClasses (DRA, docs/dra.md): exclusive offerings only, MIG ones with the profile's
+//   dot as a dash (mig-1g-5gb.nvidia.com), as NVIDIA's demo classes and the DRA fact sheet
+//   spell them. Time-sliced and MPS offerings have none: DRA gives each pod's
+//   extended-resource claim a whole device, so they would not be shared (catalog check warns).
 // * Aliases are migration names and must never collide: the differentiated whole-GPU names
 //   keep the earlier "gpu-<model>" spelling as aliases (nvidia.com/gpu-a100 -> nvidia.com/a100).
 //   No alias points at nvidia.com/gpu, which is its own offering.
@@ -42,14 +46,12 @@ offerings:
   sharing: time-sliced
   replicas: 4
   memory: 24Gi
-  deviceClass: gpu.shared.nvidia.com
   displayName: NVIDIA GPU (time-sliced)
 - resource: nvidia.com/gpu.mps
   unit: gpu
   sharing: mps
   replicas: 4
   memory: 24Gi
-  deviceClass: gpu.mps.nvidia.com
   displayName: NVIDIA GPU (MPS share)
 
 # --- MIG profiles of A100 40GB (SXM4 and PCIe) -----------------------------------------
@@ -57,31 +59,31 @@ offerings:
   unit: mig
   migProfile: 1g.5gb
   memory: 5Gi
-  deviceClass: mig-1g.5gb.nvidia.com
+  deviceClass: mig-1g-5gb.nvidia.com
   displayName: NVIDIA MIG 1g.5gb (A100 40GB)
 - resource: nvidia.com/mig-2g.10gb
   unit: mig
   migProfile: 2g.10gb
   memory: 10Gi
-  deviceClass: mig-2g.10gb.nvidia.com
+  deviceClass: mig-2g-10gb.nvidia.com
   displayName: NVIDIA MIG 2g.10gb (A100 40GB)
 - resource: nvidia.com/mig-3g.20gb
   unit: mig
   migProfile: 3g.20gb
   memory: 20Gi
-  deviceClass: mig-3g.20gb.nvidia.com
+  deviceClass: mig-3g-20gb.nvidia.com
   displayName: NVIDIA MIG 3g.20gb (A100 40GB)
 - resource: nvidia.com/mig-4g.20gb
   unit: mig
   migProfile: 4g.20gb
   memory: 20Gi
-  deviceClass: mig-4g.20gb.nvidia.com
+  deviceClass: mig-4g-20gb.nvidia.com
   displayName: NVIDIA MIG 4g.20gb (A100 40GB)
 - resource: nvidia.com/mig-7g.40gb
   unit: mig
   migProfile: 7g.40gb
   memory: 40Gi
-  deviceClass: mig-7g.40gb.nvidia.com
+  deviceClass: mig-7g-40gb.nvidia.com
   displayName: NVIDIA MIG 7g.40gb (A100 40GB)
 
 # --- MIG profiles of A100 80GB and H100 80GB -------------------------------------------
@@ -89,37 +91,37 @@ offerings:
   unit: mig
   migProfile: 1g.10gb
   memory: 10Gi
-  deviceClass: mig-1g.10gb.nvidia.com
+  deviceClass: mig-1g-10gb.nvidia.com
   displayName: NVIDIA MIG 1g.10gb (A100/H100 80GB)
 - resource: nvidia.com/mig-2g.20gb
   unit: mig
   migProfile: 2g.20gb
   memory: 20Gi
-  deviceClass: mig-2g.20gb.nvidia.com
+  deviceClass: mig-2g-20gb.nvidia.com
   displayName: NVIDIA MIG 2g.20gb (A100/H100 80GB)
 - resource: nvidia.com/mig-3g.40gb
   unit: mig
   migProfile: 3g.40gb
   memory: 40Gi
-  deviceClass: mig-3g.40gb.nvidia.com
+  deviceClass: mig-3g-40gb.nvidia.com
   displayName: NVIDIA MIG 3g.40gb (A100/H100 80GB)
 - resource: nvidia.com/mig-4g.40gb
   unit: mig
   migProfile: 4g.40gb
   memory: 40Gi
-  deviceClass: mig-4g.40gb.nvidia.com
+  deviceClass: mig-4g-40gb.nvidia.com
   displayName: NVIDIA MIG 4g.40gb (A100/H100 80GB)
 - resource: nvidia.com/mig-7g.80gb
   unit: mig
   migProfile: 7g.80gb
   memory: 80Gi
-  deviceClass: mig-7g.80gb.nvidia.com
+  deviceClass: mig-7g-80gb.nvidia.com
   displayName: NVIDIA MIG 7g.80gb (A100/H100 80GB)
 - resource: nvidia.com/mig-1g.20gb
   unit: mig
   migProfile: 1g.20gb
   memory: 20Gi
-  deviceClass: mig-1g.20gb.nvidia.com
+  deviceClass: mig-1g-20gb.nvidia.com
   displayName: NVIDIA MIG 1g.20gb (H100 80GB)
 
 # --- Time-sliced MIG slices (device plugin renameByDefault: "<name>.shared") -----------
@@ -129,7 +131,6 @@ offerings:
   replicas: 4
   migProfile: 1g.5gb
   memory: 5Gi
-  deviceClass: mig-1g.5gb.shared.nvidia.com
   displayName: NVIDIA MIG 1g.5gb (A100 40GB, time-sliced)
 - resource: nvidia.com/mig-2g.10gb.shared
   unit: mig
@@ -137,7 +138,6 @@ offerings:
   replicas: 2
   migProfile: 2g.10gb
   memory: 10Gi
-  deviceClass: mig-2g.10gb.shared.nvidia.com
   displayName: NVIDIA MIG 2g.10gb (A100 40GB, time-sliced)
 - resource: nvidia.com/mig-3g.20gb.shared
   unit: mig
@@ -145,7 +145,6 @@ offerings:
   replicas: 2
   migProfile: 3g.20gb
   memory: 20Gi
-  deviceClass: mig-3g.20gb.shared.nvidia.com
   displayName: NVIDIA MIG 3g.20gb (A100 40GB, time-sliced)
 - resource: nvidia.com/mig-1g.10gb.shared
   unit: mig
@@ -153,7 +152,6 @@ offerings:
   replicas: 4
   migProfile: 1g.10gb
   memory: 10Gi
-  deviceClass: mig-1g.10gb.shared.nvidia.com
   displayName: NVIDIA MIG 1g.10gb (A100/H100 80GB, time-sliced)
 
 # --- Differentiated names: the product is part of the name -----------------------------
@@ -183,7 +181,7 @@ offerings:
   migProfile: 1g.5gb
   product: NVIDIA-A100
   memory: 5Gi
-  deviceClass: a100-mig-1g.5gb.nvidia.com
+  deviceClass: a100-mig-1g-5gb.nvidia.com
   displayName: NVIDIA A100 MIG 1g.5gb
 - resource: nvidia.com/a100-mig-1g.5gb.shared
   unit: mig
@@ -192,7 +190,6 @@ offerings:
   migProfile: 1g.5gb
   product: NVIDIA-A100
   memory: 5Gi
-  deviceClass: a100-mig-1g.5gb.shared.nvidia.com
   displayName: NVIDIA A100 MIG 1g.5gb (time-sliced)
 )yaml";
   return absl::string_view(kYaml, sizeof(kYaml) - 1);

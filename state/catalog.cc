@@ -15,7 +15,7 @@
 //     product: NVIDIA-A100-SXM4-40GB     # optional prefix of the node's GPU product label
 //     migProfile: 1g.5gb                 # required iff unit is mig: <n>g.<m>gb[+attr]
 //     memory: 5Gi                        # optional display quantity (per unit)
-//     deviceClass: mig-1g.5gb.shared.nvidia.com  # optional DRA DeviceClass (DNS subdomain)
+//     deviceClass: mig-1g-5gb.shared.nvidia.com  # optional DRA DeviceClass (DNS subdomain)
 //     displayName: "A100 MIG 1g.5gb (shared)"    # optional, <= 256 bytes, no control chars
 //     quotaKey: requests.nvidia.com/mig-1g.5gb.shared  # default requests.<resource>
 //     nodeSelector: {key: value}         # optional, <= 64 Kubernetes label pairs

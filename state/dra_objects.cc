@@ -1,9 +1,7 @@
 // Decoding of resource.k8s.io/v1 objects (dra_objects.h).
 //
-// The field readers follow state/k8s_objects.cc (a lazily rendered JSON path, one pass per
-// object with duplicate keys refused, nulls as absent). They are repeated here rather than
-// shared because k8s_objects.cc keeps them private and is being changed by others; folding
-// both into one internal header is a mechanical follow-up.
+// The field readers are those of state/k8s_objects.cc, shared through state/json_fields.h (a
+// lazily rendered JSON path, one pass per object with duplicate keys refused, nulls as absent).
 #include "state/dra_objects.h"
 
 #include <cstddef>
@@ -14,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "state/json_fields.h"
 #include "state/json_reader.h"
 #include "state/k8s_objects.h"
 #include "state/quantity.h"
@@ -32,165 +30,22 @@ namespace {
 
 using rapidjson::SizeType;
 using rapidjson::Value;
-
-class Path {
- public:
-  explicit Path(absl::string_view root) : parent_(nullptr), kind_(kRoot), text_(root) {}
-  Path Field(absl::string_view name) const { return Path(this, kField, name, 0); }
-  Path Index(size_t index) const { return Path(this, kIndex, {}, index); }
-  Path Key(absl::string_view key) const { return Path(this, kKey, key, 0); }
-
-  std::string Render() const {
-    std::vector<const Path*> chain;
-    for (const Path* p = this; p != nullptr; p = p->parent_) chain.push_back(p);
-    std::string out;
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      const Path& p = **it;
-      switch (p.kind_) {
-        case kRoot: absl::StrAppend(&out, p.text_); break;
-        case kField: absl::StrAppend(&out, out.empty() ? "" : ".", p.text_); break;
-        case kIndex: absl::StrAppend(&out, "[", p.index_, "]"); break;
-        case kKey: absl::StrAppend(&out, "[\"", absl::CEscape(p.text_), "\"]"); break;
-      }
-    }
-    return out;
-  }
-
- private:
-  enum Kind { kRoot, kField, kIndex, kKey };
-  Path(const Path* parent, Kind kind, absl::string_view text, size_t index)
-      : parent_(parent), kind_(kind), text_(text), index_(index) {}
-  const Path* parent_;
-  Kind kind_;
-  absl::string_view text_;
-  size_t index_ = 0;
-};
-
-absl::Status Error(const Path& path, absl::string_view what) {
-  std::string where = path.Render();
-  if (where.empty()) where = "document";
-  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
-}
-
-const char* TypeName(const Value& v) {
-  switch (v.GetType()) {
-    case rapidjson::kNullType: return "null";
-    case rapidjson::kFalseType:
-    case rapidjson::kTrueType: return "a boolean";
-    case rapidjson::kObjectType: return "an object";
-    case rapidjson::kArrayType: return "an array";
-    case rapidjson::kStringType: return "a string";
-    case rapidjson::kNumberType: return "a number";
-  }
-  return "an unknown value";
-}
-
-absl::Status WrongType(const Path& path, absl::string_view expected, const Value& got) {
-  return Error(path, absl::StrCat("expected ", expected, ", got ", TypeName(got)));
-}
-
-absl::string_view Str(const Value& v) { return absl::string_view(v.GetString(), v.GetStringLength()); }
-
-std::string Quote(absl::string_view s) {
-  constexpr size_t kShown = 64;
-  if (s.size() > kShown) {
-    return absl::StrCat("\"", absl::CEscape(s.substr(0, kShown)), "...\" (", s.size(), " bytes)");
-  }
-  return absl::StrCat("\"", absl::CEscape(s), "\"");
-}
-
-#define GSE_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    if (absl::Status _s = (expr); !_s.ok()) return _s; \
-  } while (0)
-
-template <size_t N>
-absl::Status GetFields(const Value& obj, const Path& path, const absl::string_view (&names)[N],
-                       const Value* (&out)[N]) {
-  bool seen[N] = {};
-  for (size_t i = 0; i < N; ++i) out[i] = nullptr;
-  for (const auto& member : obj.GetObject()) {
-    const absl::string_view key = Str(member.name);
-    for (size_t i = 0; i < N; ++i) {
-      if (key != names[i]) continue;
-      if (seen[i]) return Error(path.Field(names[i]), "duplicate key");
-      seen[i] = true;
-      if (!member.value.IsNull()) out[i] = &member.value;
-      break;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RequireObject(const Value& v, const Path& path) {
-  if (!v.IsObject()) return WrongType(path, "an object", v);
-  return absl::OkStatus();
-}
-
-// An optional object field: absent is fine, anything but an object is not.
-absl::Status OptionalObject(const Value* v, const Path& path) {
-  if (v != nullptr && !v->IsObject()) return WrongType(path, "an object", *v);
-  return absl::OkStatus();
-}
-
-absl::Status ReadString(const Value* v, const Path& path, std::string* out) {
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsString()) return WrongType(path, "a string", *v);
-  out->assign(v->GetString(), v->GetStringLength());
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const Value* v, const Path& path, bool* out) {
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsBool()) return WrongType(path, "a boolean", *v);
-  *out = v->GetBool();
-  return absl::OkStatus();
-}
-
-absl::Status ReadInt64(const Value* v, const Path& path, int64_t* out) {
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsInt64()) return WrongType(path, "an integer", *v);
-  *out = v->GetInt64();
-  return absl::OkStatus();
-}
-
-// A bounded array (nullptr when absent); `what` names its elements in the error.
-absl::Status ReadArray(const Value* v, const Path& path, size_t max, absl::string_view what,
-                       const Value** out) {
-  *out = nullptr;
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsArray()) return WrongType(path, "an array", *v);
-  if (v->Size() > max) {
-    return Error(path, absl::StrCat(v->Size(), " ", what, ", at most ", max));
-  }
-  *out = v;
-  return absl::OkStatus();
-}
-
-// Names that become map keys or parts of keys: non-empty, bounded, no '/', no control
-// characters (as k8s_objects.cc CheckName).
-absl::Status CheckName(const Path& path, absl::string_view name, size_t max) {
-  if (name.empty()) return Error(path, "empty");
-  if (name.size() > max) {
-    return Error(path, absl::StrCat(Quote(name), " is longer than ", max, " bytes"));
-  }
-  for (char c : name) {
-    if (c == '/') return Error(path, absl::StrCat(Quote(name), " contains '/'"));
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      return Error(path, absl::StrCat(Quote(name), " contains a control character"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadName(const Value* v, const Path& path, size_t max, std::string* out) {
-  if (v == nullptr) return Error(path, "missing");
-  if (!v->IsString()) return WrongType(path, "a string", *v);
-  GSE_RETURN_IF_ERROR(CheckName(path, Str(*v), max));
-  out->assign(v->GetString(), v->GetStringLength());
-  return absl::OkStatus();
-}
+using json_fields::CheckName;
+using json_fields::Error;
+using json_fields::GetFields;
+using json_fields::OptionalObject;
+using json_fields::Path;
+using json_fields::Quote;
+using json_fields::ReadArray;
+using json_fields::ReadBool;
+using json_fields::ReadInt64;
+using json_fields::ReadName;
+using json_fields::ReadQuantity;
+using json_fields::ReadString;
+using json_fields::RequireObject;
+using json_fields::Str;
+using json_fields::TypeName;
+using json_fields::WrongType;
 
 // A driver name is a DNS subdomain of at most 63 bytes ("gpu.nvidia.com"): it contains dots
 // but never '/'.
@@ -201,15 +56,6 @@ absl::Status ReadDriver(const Value* v, const Path& path, std::string* out) {
       return Error(path, absl::StrCat(Quote(*out), " is not a DNS subdomain"));
     }
   }
-  return absl::OkStatus();
-}
-
-absl::Status ParseQuantity(const Value& v, const Path& path, int64_t* out) {
-  if (!v.IsString()) return WrongType(path, "a quantity string", v);
-  absl::StatusOr<int64_t> milli = ParseQuantityMilli(Str(v));
-  if (!milli.ok()) return Error(path, milli.status().message());
-  if (*milli < 0) return Error(path, absl::StrCat(Quote(Str(v)), " is negative"));
-  *out = *milli;
   return absl::OkStatus();
 }
 
@@ -225,7 +71,7 @@ absl::Status ReadQuantityMap(const Value* v, const Path& path, size_t max,
     const Path p = path.Key(key);
     if (key.empty() || key.size() > kMaxNameBytes) return Error(p, "bad capacity name");
     int64_t milli = 0;
-    GSE_RETURN_IF_ERROR(ParseQuantity(member.value, p, &milli));
+    GSE_RETURN_IF_ERROR(ReadQuantity(member.value, p, &milli));
     if (!out->emplace(std::string(key), milli).second) return Error(p, "duplicate key");
   }
   return absl::OkStatus();
@@ -472,7 +318,7 @@ absl::Status DecodeCapacity(const Value& v, const Path& path, DraCapacity* out) 
   GSE_RETURN_IF_ERROR(GetFields(v, path, kNames, f));
   const Path value_path = path.Field("value");
   if (f[0] == nullptr) return Error(value_path, "missing");
-  GSE_RETURN_IF_ERROR(ParseQuantity(*f[0], value_path, &out->value_milli));
+  GSE_RETURN_IF_ERROR(ReadQuantity(*f[0], value_path, &out->value_milli));
   if (f[1] == nullptr) return absl::OkStatus();
   const Path pol_path = path.Field("requestPolicy");
   GSE_RETURN_IF_ERROR(RequireObject(*f[1], pol_path));
@@ -483,7 +329,7 @@ absl::Status DecodeCapacity(const Value& v, const Path& path, DraCapacity* out) 
   if (p[0] != nullptr) {
     const Path d = pol_path.Field("default");
     int64_t x = 0;
-    GSE_RETURN_IF_ERROR(ParseQuantity(*p[0], d, &x));
+    GSE_RETURN_IF_ERROR(ReadQuantity(*p[0], d, &x));
     out->default_milli = x;
   }
   if (p[1] != nullptr && p[2] != nullptr) {
@@ -496,7 +342,7 @@ absl::Status DecodeCapacity(const Value& v, const Path& path, DraCapacity* out) 
     for (SizeType i = 0; i < values->Size(); ++i) {
       const Path ip = vv.Index(i);
       int64_t x = 0;
-      GSE_RETURN_IF_ERROR(ParseQuantity((*values)[i], ip, &x));
+      GSE_RETURN_IF_ERROR(ReadQuantity((*values)[i], ip, &x));
       out->valid_values_milli.push_back(x);
     }
   }
@@ -512,7 +358,7 @@ absl::Status DecodeCapacity(const Value& v, const Path& path, DraCapacity* out) 
       if (r[k] == nullptr) continue;
       const Path kp = rp.Field(kRange[k]);
       int64_t x = 0;
-      GSE_RETURN_IF_ERROR(ParseQuantity(*r[k], kp, &x));
+      GSE_RETURN_IF_ERROR(ReadQuantity(*r[k], kp, &x));
       *dest[k] = x;
     }
     const Path min_path = rp.Field("min");

@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "state/assignment.h"
+#include "state/json_fields.h"
 #include "state/quantity.h"
 
 namespace gse {
@@ -28,134 +28,21 @@ namespace {
 
 using rapidjson::SizeType;
 using rapidjson::Value;
+using json_fields::Error;
+using json_fields::GetFields;
+using json_fields::Path;
+using json_fields::Quote;
+using json_fields::ReadBool;
+using json_fields::ReadQuantity;
+using json_fields::ReadString;
+using json_fields::RequireObject;
+using json_fields::Str;
+using json_fields::TypeName;
+using json_fields::WrongType;
 
 // ---------------------------------------------------------------------------------------
-// JSON paths for error messages, built lazily.
-
-// One step of a path; each frame lives on the decoder's stack and points at its parent.
-// Always bind a frame to a named variable before deriving children from it.
-class Path {
- public:
-  explicit Path(absl::string_view root) : parent_(nullptr), kind_(kRoot), text_(root) {}
-
-  Path Field(absl::string_view name) const { return Path(this, kField, name, 0); }
-  Path Index(size_t index) const { return Path(this, kIndex, {}, index); }
-  Path Key(absl::string_view key) const { return Path(this, kKey, key, 0); }
-
-  std::string Render() const {
-    std::vector<const Path*> chain;
-    for (const Path* p = this; p != nullptr; p = p->parent_) chain.push_back(p);
-    std::string out;
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      const Path& p = **it;
-      switch (p.kind_) {
-        case kRoot:
-          absl::StrAppend(&out, p.text_);
-          break;
-        case kField:
-          absl::StrAppend(&out, out.empty() ? "" : ".", p.text_);
-          break;
-        case kIndex:
-          absl::StrAppend(&out, "[", p.index_, "]");
-          break;
-        case kKey:
-          absl::StrAppend(&out, "[\"", absl::CEscape(p.text_), "\"]");
-          break;
-      }
-    }
-    return out;
-  }
-
- private:
-  enum Kind { kRoot, kField, kIndex, kKey };
-  Path(const Path* parent, Kind kind, absl::string_view text, size_t index)
-      : parent_(parent), kind_(kind), text_(text), index_(index) {}
-
-  const Path* parent_;
-  Kind kind_;
-  absl::string_view text_;
-  size_t index_ = 0;
-};
-
-absl::Status Error(const Path& path, absl::string_view what) {
-  std::string where = path.Render();
-  if (where.empty()) where = "document";
-  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
-}
-
-const char* TypeName(const Value& v) {
-  switch (v.GetType()) {
-    case rapidjson::kNullType: return "null";
-    case rapidjson::kFalseType:
-    case rapidjson::kTrueType: return "a boolean";
-    case rapidjson::kObjectType: return "an object";
-    case rapidjson::kArrayType: return "an array";
-    case rapidjson::kStringType: return "a string";
-    case rapidjson::kNumberType: return "a number";
-  }
-  return "an unknown value";
-}
-
-absl::Status WrongType(const Path& path, absl::string_view expected, const Value& got) {
-  return Error(path, absl::StrCat("expected ", expected, ", got ", TypeName(got)));
-}
-
-absl::string_view Str(const Value& v) {
-  return absl::string_view(v.GetString(), v.GetStringLength());
-}
-
-// A string value as it appears in error messages: quoted, escaped, cut short when long.
-std::string Quote(absl::string_view s) {
-  constexpr size_t kShown = 64;
-  if (s.size() > kShown) {
-    return absl::StrCat("\"", absl::CEscape(s.substr(0, kShown)), "...\" (", s.size(),
-                        " bytes)");
-  }
-  return absl::StrCat("\"", absl::CEscape(s), "\"");
-}
-
-// ---------------------------------------------------------------------------------------
-// Field readers. A null field pointer means "absent or JSON null": optional fields take
-// their default.
-
-// Finds the members named in `names` in one pass over `obj` (which must be an object). A
-// JSON null counts as absent; a name we read that occurs twice is an error.
-template <size_t N>
-absl::Status GetFields(const Value& obj, const Path& path, const absl::string_view (&names)[N],
-                       const Value* (&out)[N]) {
-  bool seen[N] = {};
-  for (size_t i = 0; i < N; ++i) out[i] = nullptr;
-  for (const auto& member : obj.GetObject()) {
-    const absl::string_view key = Str(member.name);
-    for (size_t i = 0; i < N; ++i) {
-      if (key != names[i]) continue;
-      if (seen[i]) return Error(path.Field(names[i]), "duplicate key");
-      seen[i] = true;
-      if (!member.value.IsNull()) out[i] = &member.value;
-      break;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RequireObject(const Value& v, const Path& path) {
-  if (!v.IsObject()) return WrongType(path, "an object", v);
-  return absl::OkStatus();
-}
-
-absl::Status ReadString(const Value* v, const Path& path, std::string* out) {
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsString()) return WrongType(path, "a string", *v);
-  out->assign(v->GetString(), v->GetStringLength());
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const Value* v, const Path& path, bool* out) {
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsBool()) return WrongType(path, "a boolean", *v);
-  *out = v->GetBool();
-  return absl::OkStatus();
-}
+// Field readers beyond json_fields.h. A null field pointer means "absent or JSON null":
+// optional fields take their default.
 
 absl::Status ReadStringMap(const Value* v, const Path& path,
                            std::map<std::string, std::string>* out) {
@@ -181,36 +68,19 @@ absl::Status ReadQuantityMap(const Value* v, const Path& path,
   if (!v->IsObject()) return WrongType(path, "an object", *v);
   for (const auto& member : v->GetObject()) {
     const absl::string_view key = Str(member.name);
-    if (!member.value.IsString()) {
-      return WrongType(path.Key(key), "a quantity string", member.value);
-    }
-    const absl::string_view text = Str(member.value);
-    absl::StatusOr<int64_t> milli = ParseQuantityMilli(text);
-    if (!milli.ok()) return Error(path.Key(key), milli.status().message());
-    if (*milli < 0) return Error(path.Key(key), absl::StrCat(Quote(text), " is negative"));
+    const Path key_path = path.Key(key);
+    int64_t milli = 0;
+    if (absl::Status s = ReadQuantity(member.value, key_path, &milli); !s.ok()) return s;
     const size_t before = out->size();
-    out->emplace_hint(out->end(), std::string(key.data(), key.size()), *milli);
-    if (out->size() == before) return Error(path.Key(key), "duplicate key");
+    out->emplace_hint(out->end(), std::string(key.data(), key.size()), milli);
+    if (out->size() == before) return Error(key_path, "duplicate key");
   }
   return absl::OkStatus();
 }
 
-// Object names and namespaces become map keys and "namespace/name" keys: they must be
-// non-empty, bounded, free of '/' and of control characters (NUL would cut C strings and
-// logs short). Other bytes (UTF-8 already validated) are the API server's business.
+// Object names and namespaces, as json_fields::CheckName with the Kubernetes bound.
 absl::Status CheckName(const Path& path, absl::string_view name) {
-  if (name.empty()) return Error(path, "empty");
-  if (name.size() > kMaxNameBytes) {
-    return Error(path, absl::StrCat(Quote(name), " is longer than ", kMaxNameBytes, " bytes"));
-  }
-  for (char c : name) {
-    if (c == '/') return Error(path, absl::StrCat(Quote(name), " contains '/'"));
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      return Error(path, absl::StrCat(Quote(name), " contains a control character"));
-    }
-  }
-  return absl::OkStatus();
+  return json_fields::CheckName(path, name, kMaxNameBytes);
 }
 
 }  // namespace
@@ -229,11 +99,7 @@ std::string UidProblem(absl::string_view uid) {
 namespace {
 
 absl::Status ReadName(const Value* v, const Path& path, std::string* out) {
-  if (v == nullptr) return Error(path, "missing");
-  if (!v->IsString()) return WrongType(path, "a string", *v);
-  if (absl::Status s = CheckName(path, Str(*v)); !s.ok()) return s;
-  out->assign(v->GetString(), v->GetStringLength());
-  return absl::OkStatus();
+  return json_fields::ReadName(v, path, kMaxNameBytes, out);
 }
 
 // The metadata fields any of our kinds keeps; a null pointer means the kind does not keep it.

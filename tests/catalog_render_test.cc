@@ -87,9 +87,15 @@ TEST(CatalogRenderTest, DeviceClassesPublishEveryOfferingWithADeviceClass) {
   const Catalog& catalog = Catalog::BuiltIn();
   const std::vector<YAML::Node> docs =
       YAML::LoadAll(RenderCatalog(catalog, RenderTarget::kDeviceClasses));
-  ASSERT_EQ(docs.size(), catalog.size());  // every built-in offering has a deviceClass
+  // Every built-in exclusive offering has a deviceClass; the shared ones have none (DRA would
+  // give each pod a whole unit), so the render holds the exclusive offerings in order.
+  std::vector<const Offering*> published;
+  for (const Offering& o : catalog.offerings()) {
+    if (!o.shared()) published.push_back(&o);
+  }
+  ASSERT_EQ(docs.size(), published.size());
   for (size_t i = 0; i < docs.size(); ++i) {
-    const Offering& o = catalog.offerings()[i];
+    const Offering& o = *published[i];
     SCOPED_TRACE(o.resource);
     const YAML::Node& d = docs[i];
     EXPECT_EQ(d["apiVersion"].as<std::string>(), "resource.k8s.io/v1");
@@ -255,6 +261,61 @@ TEST(CatalogCheckTest, SharedDeviceClassOrQuotaKeyIsAnError) {
                                   "one.example.com, already published for example.com/a."));
   const YAML::Node quota = YAML::Load(RenderCatalog(catalog, RenderTarget::kResourceQuotas));
   EXPECT_EQ(quota["spec"]["hard"].size(), 1u) << "one key, listed once";
+}
+
+// Issue 16, fact sheet §5-6: DRA gives every pod's extended-resource claim a device of its
+// own, so a shared offering whose class serves the name is not shared there.
+TEST(CatalogCheckTest, TimeSlicedOfferingWithDraDeviceClassIsFlagged) {
+  const Catalog catalog = MustParse(
+      "apiVersion: gpu.themelio.io/v1\nkind: GpuCatalog\nofferings:\n"
+      "- resource: example.com/mig-1g.5gb.shared\n  unit: mig\n  migProfile: 1g.5gb\n"
+      "  sharing: time-sliced\n  replicas: 4\n  deviceClass: mig-1g-5gb.shared.example.com\n");
+  CheckReport report;
+  CheckCatalog(catalog, "c.yaml", &report);
+  EXPECT_EQ(report.errors(), 0) << Dump(report);
+  EXPECT_EQ(report.warnings(), 1) << Dump(report);
+  const std::string line = OneLine(
+      report, {"warning: c.yaml: offerings[0] (example.com/mig-1g.5gb.shared).deviceClass: ",
+               "\"mig-1g-5gb.shared.example.com\" is a DRA DeviceClass",
+               "sharing \"time-sliced\" (4 tickets per MIG 1g.5gb slice)"});
+  EXPECT_THAT(line, AllOf(HasSubstr("cannot be shared between pods"),
+                          HasSubstr("each claim consumes the device's full capacities"),
+                          HasSubstr("each pod gets a whole MIG 1g.5gb slice"),
+                          HasSubstr("drop deviceClass, or make the offering exclusive")));
+  EXPECT_FALSE(report.Failed(false)) << "a warning, as for a missing deviceClass";
+  EXPECT_TRUE(report.Failed(true)) << "--strict fails";
+}
+
+TEST(CatalogCheckTest, MpsOfferingWithDraDeviceClassIsFlagged) {
+  const Catalog catalog = MustParse(
+      "apiVersion: gpu.themelio.io/v1\nkind: GpuCatalog\nofferings:\n"
+      "- resource: example.com/gpu.mps\n  sharing: mps\n  replicas: 4\n"
+      "  deviceClass: gpu-mps.example.com\n"
+      "- resource: example.com/mig-2g.10gb.mps\n  unit: mig\n  migProfile: 2g.10gb\n"
+      "  sharing: mps\n  replicas: 2\n  deviceClass: mig-2g-10gb-mps.example.com\n");
+  CheckReport report;
+  CheckCatalog(catalog, "c.yaml", &report);
+  EXPECT_EQ(report.errors(), 0) << Dump(report);
+  EXPECT_EQ(report.warnings(), 2) << Dump(report);
+  EXPECT_THAT(OneLine(report, {"warning: c.yaml: offerings[0] (example.com/gpu.mps).deviceClass: ",
+                               "\"gpu-mps.example.com\"", "sharing \"mps\" (4 shares per GPU)"}),
+              AllOf(HasSubstr("ConsumableShares"), HasSubstr("one share of quota buys a whole GPU")));
+  EXPECT_THAT(OneLine(report, {"offerings[1] (example.com/mig-2g.10gb.mps).deviceClass: ",
+                               "sharing \"mps\" (2 shares per MIG 2g.10gb slice)"}),
+              HasSubstr("cannot be shared between pods"));
+}
+
+TEST(CatalogCheckTest, ExclusiveOfferingWithDraDeviceClassIsNotFlagged) {
+  const Catalog catalog = MustParse(
+      "apiVersion: gpu.themelio.io/v1\nkind: GpuCatalog\nofferings:\n"
+      "- resource: example.com/mig-1g.5gb\n  unit: mig\n  migProfile: 1g.5gb\n"
+      "  deviceClass: mig-1g-5gb.example.com\n"
+      "- resource: example.com/gpu\n  sharing: exclusive\n  deviceClass: gpu.example.com\n"
+      // A shared offering without a class is what DRA can serve: nothing to say either.
+      "- resource: example.com/gpu.shared\n  sharing: time-sliced\n  replicas: 4\n");
+  CheckReport report;
+  CheckCatalog(catalog, "c.yaml", &report);
+  EXPECT_THAT(report.problems(), IsEmpty()) << Dump(report);
 }
 
 TEST(CatalogCheckTest, BuiltInCatalogIsClean) {

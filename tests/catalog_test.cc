@@ -100,7 +100,7 @@ offerings:
   product: NVIDIA-A100-SXM4-40GB
   migProfile: 1g.10gb+me
   memory: 5Gi
-  deviceClass: mig-1g.5gb.shared.nvidia.com
+  deviceClass: mig-1g-5gb.shared.nvidia.com
   displayName: "A100 MIG 1g.5gb (shared) – ünïcode ok"
   quotaKey: requests.example.com/slices
   nodeSelector: {nvidia.com/mig.config: all-1g.5gb, zone: ""}
@@ -119,7 +119,7 @@ offerings:
   EXPECT_EQ(o.product, "NVIDIA-A100-SXM4-40GB");
   EXPECT_EQ(o.mig_profile, "1g.10gb+me");
   EXPECT_EQ(o.memory, "5Gi");
-  EXPECT_EQ(o.device_class, "mig-1g.5gb.shared.nvidia.com");
+  EXPECT_EQ(o.device_class, "mig-1g-5gb.shared.nvidia.com");
   EXPECT_EQ(o.display_name, "A100 MIG 1g.5gb (shared) – ünïcode ok");
   EXPECT_EQ(o.quota_key, "requests.example.com/slices");
   EXPECT_EQ(o.node_selector, (std::map<std::string, std::string>{
@@ -776,7 +776,7 @@ TEST(CatalogBuiltIn, HasTheRequiredOfferings) {
   }
   EXPECT_EQ(c.Find("nvidia.com/gpu")->display_name, "NVIDIA GPU (whole)");
   EXPECT_EQ(c.Find("nvidia.com/a100")->device_class, "a100.nvidia.com");
-  EXPECT_EQ(c.Find("nvidia.com/mig-1g.5gb")->device_class, "mig-1g.5gb.nvidia.com");
+  EXPECT_EQ(c.Find("nvidia.com/mig-1g.5gb")->device_class, "mig-1g-5gb.nvidia.com");
 
   // Exactly one MPS offering, with its own name (not the time-sliced or whole-GPU one).
   std::vector<const Offering*> mps;
@@ -790,7 +790,9 @@ TEST(CatalogBuiltIn, HasTheRequiredOfferings) {
 
 TEST(CatalogBuiltIn, EveryOfferingHasDisplayMetadata) {
   for (const Offering& o : Catalog::BuiltIn().offerings()) {
-    EXPECT_FALSE(o.device_class.empty()) << o.resource;
+    // Exclusive offerings name their DRA DeviceClass; shared ones none, since DRA gives every
+    // pod's extended-resource claim a whole device (catalog check warns about a class there).
+    EXPECT_EQ(o.device_class.empty(), o.shared()) << o.resource;
     EXPECT_FALSE(o.display_name.empty()) << o.resource;
     EXPECT_FALSE(o.memory.empty()) << o.resource;
     if (o.shared()) {

@@ -472,14 +472,15 @@ TEST(DraStateTest, RenderedDeviceClassesDecodeAreUnderstoodAndShowNoDrift) {
                                        "profile == '2g.10gb'")));
 }
 
-TEST(DraStateTest, TheFactSheetsClassNameIsDriftAgainstTheBuiltInCatalog) {
-  // The fact sheet's admin class is "mig-1g-5gb.nvidia.com"; the catalog names
-  // "mig-1g.5gb.nvidia.com": both publish nvidia.com/mig-1g.5gb.
+TEST(DraStateTest, TheFactSheetsClassNameIsTheBuiltInCatalogs) {
+  // The fact sheet's admin class is "mig-1g-5gb.nvidia.com" (the NVIDIA demo's form: the
+  // profile's dot becomes a dash); the built-in catalog names its MIG classes the same way.
+  EXPECT_EQ(Catalog::BuiltIn().Find(kMig)->device_class, kClass);
   DraState state = FactSheetNode();
-  std::vector<std::string> drift = state.Drift(Catalog::BuiltIn());
-  EXPECT_THAT(drift, ::testing::Contains(absl::StrCat(
-                         kMig, ": DeviceClass \"", Catalog::BuiltIn().Find(kMig)->device_class,
-                         "\" not found; DeviceClass \"", kClass, "\" serves the name instead")));
+  for (const std::string& line : state.Drift(Catalog::BuiltIn())) {
+    EXPECT_THAT(line, ::testing::Not(HasSubstr(absl::StrCat("DeviceClass \"", kClass, "\" not found"))));
+    EXPECT_THAT(line, ::testing::Not(HasSubstr("serves the name instead")));
+  }
 }
 
 }  // namespace

@@ -497,17 +497,55 @@ int CheckReport::errors() const {
 
 int CheckReport::warnings() const { return static_cast<int>(problems_.size()) - errors(); }
 
+namespace {
+
+// Why a time-sliced or MPS offering cannot be shared on nodes where its DeviceClass serves the
+// name (shared/protocol/dra/README.md §5-6, docs/dra.md "Limits"): DRA gives each pod's
+// extended-resource claim a device of its own.
+std::string DraSharingProblem(const Offering& o) {
+  const std::string head = absl::StrCat(
+      Quoted(o.device_class), " is a DRA DeviceClass, but sharing \"", SharingName(o.sharing),
+      "\" (", o.replicas, o.sharing == Sharing::kMps ? " shares" : " tickets", " per ", UnitWord(o),
+      ") does not happen through DRA: ");
+  const std::string tail = absl::StrCat(
+      "; on nodes where the class serves ", o.resource, " each pod gets a whole ", UnitWord(o),
+      " and one ", o.sharing == Sharing::kMps ? "share" : "ticket", " of quota buys a whole ",
+      UnitWord(o), " (drop deviceClass, or make the offering exclusive)");
+  if (o.unit == UnitKind::kMig) {
+    return absl::StrCat(
+        head,
+        "a MIG device reached through an extended resource name cannot be shared between pods "
+        "(each claim consumes the device's full capacities: extended-resource claims carry no "
+        "capacity requests and MIG capacities have no request policy)",
+        tail);
+  }
+  return absl::StrCat(
+      head,
+      "each pod's extended-resource claim gets a GPU of its own unless the NVIDIA driver runs "
+      "with ConsumableShares (alpha, off by default)",
+      tail);
+}
+
+}  // namespace
+
 void CheckCatalog(const Catalog& catalog, const std::string& catalog_name, CheckReport* report) {
   absl::flat_hash_map<std::string, const Offering*> by_class, by_quota;
   for (const Offering& o : catalog.offerings()) {
+    const std::string class_field = absl::StrCat(OfferingRef(o), ".deviceClass");
     if (o.device_class.empty()) {
-      report->Warning(catalog_name, absl::StrCat(OfferingRef(o), ".deviceClass"),
-                      "not set: no DRA DeviceClass publishes this resource (render skips it)");
-    } else if (auto [it, inserted] = by_class.emplace(o.device_class, &o); !inserted) {
-      report->Error(
-          catalog_name, absl::StrCat(OfferingRef(o), ".deviceClass"),
-          absl::StrCat(Quoted(o.device_class), " is also the deviceClass of ",
-                       OfferingRef(*it->second), ": a DeviceClass has one extendedResourceName"));
+      // For a shared offering no class is right: DRA would not share it (DraSharingProblem).
+      if (!o.shared()) {
+        report->Warning(catalog_name, class_field,
+                        "not set: no DRA DeviceClass publishes this resource (render skips it)");
+      }
+    } else {
+      if (o.shared()) report->Warning(catalog_name, class_field, DraSharingProblem(o));
+      if (auto [it, inserted] = by_class.emplace(o.device_class, &o); !inserted) {
+        report->Error(catalog_name, class_field,
+                      absl::StrCat(Quoted(o.device_class), " is also the deviceClass of ",
+                                   OfferingRef(*it->second),
+                                   ": a DeviceClass has one extendedResourceName"));
+      }
     }
     if (auto [it, inserted] = by_quota.emplace(o.quota_key, &o); !inserted) {
       report->Error(

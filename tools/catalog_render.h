@@ -84,8 +84,11 @@ class CheckReport {
 };
 
 // The catalog on its own: two offerings publishing one DeviceClass or one quota key (errors:
-// a DeviceClass has one extendedResourceName, a quota key one unit), an offering without a
-// deviceClass (warning: render skips it). `catalog_name` names the file in messages.
+// a DeviceClass has one extendedResourceName, a quota key one unit), an exclusive offering
+// without a deviceClass (warning: render skips it), a time-sliced or MPS offering with one
+// (warning: DRA gives every pod's extended-resource claim a whole device, so the sharing does
+// not happen on the nodes the class serves; docs/dra.md). `catalog_name` names the file in
+// messages.
 void CheckCatalog(const Catalog& catalog, const std::string& catalog_name, CheckReport* report);
 
 // A KubeSchedulerConfiguration (YAML) against the catalog:
