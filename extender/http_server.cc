@@ -350,6 +350,13 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view listen) {
   return out;
 }
 
+// Idle connection workers kept ready beyond the busy ones (ElasticThreadPoolOptions::spare):
+// kube-scheduler dials a connection per concurrent call beyond the 2 it keeps idle, and binds
+// hold those, so while binds are in flight its scheduling loop dials often. 4 covers the
+// connections that arrive before the pool's keeper has replaced the spares they took (one
+// scheduling round of the keeper); an idle worker costs its stack only.
+constexpr size_t kSpareConnectionWorkers = 4;
+
 int DefaultThreadCount() {
   // The workers kept ready, and the floor left for everything but binds. A worker serves one
   // connection for its whole keep-alive life, and kube-scheduler opens a connection per
@@ -547,6 +554,10 @@ absl::Status HttpServer::Init() {
   // Binds hold at most max_concurrent_binds workers (HandleVerb), so `threads` stay for the rest.
   pool.max = pool.warm + static_cast<size_t>(options_.max_concurrent_binds);
   pool.idle_timeout = options_.worker_idle_timeout;
+  // Idle workers kept ready ahead of new connections, started off the accept thread (see
+  // ElasticThreadPoolOptions::spare): a connection kube-scheduler dials while binds hold its
+  // idle ones is handed to a running thread, never to one being created.
+  pool.spare = kSpareConnectionWorkers;
   svr.new_task_queue = [this, pool] { return new WorkerQueue(this, pool); };
   if (options_.bind_nice > 0) {
     // At most max_concurrent_binds binds are admitted (HandleVerb), so a bind never waits for

@@ -25,9 +25,12 @@
 // Execution (issue 14): a worker serves one connection for its keep-alive life (cpp-httplib),
 // and a bind holds its worker while it waits for the API write limiter or the API server.
 // So that filter, prioritize and preempt never wait behind binds, workers come from an
-// ElasticThreadPool (extender/elastic_thread_pool.h): `threads` are kept ready, and one more
-// is started for every connection that finds none idle, up to `threads +
-// max_concurrent_binds`. At most `max_concurrent_binds` binds run at once; a bind beyond that
+// ElasticThreadPool (extender/elastic_thread_pool.h): `threads` are kept ready, and beyond
+// them kSpareConnectionWorkers idle ones, started by the pool's keeper thread rather than on
+// the accept thread, so that a new connection is handed to a running thread and never waits
+// for one to be created; a connection that still finds none idle (a burst faster than the
+// keeper) gets one started for it. At most `threads + max_concurrent_binds` workers.
+// At most `max_concurrent_binds` binds run at once; a bind beyond that
 // is answered at once with the protocol Error "not attempted" (gse_bind_total
 // outcome="overloaded", not bound, kube-scheduler retries it) instead of holding a worker. So
 // binds never hold more than max_concurrent_binds workers, and at least `threads` remain for

@@ -14,9 +14,13 @@ namespace gse {
 
 namespace {
 thread_local bool t_yield_to_readers = false;
+thread_local absl::Duration t_yield_budget = absl::ZeroDuration();
 }  // namespace
 
-void Mirror::YieldToReadersOnThisThread() { t_yield_to_readers = true; }
+void Mirror::YieldToReadersOnThisThread(absl::Duration budget) {
+  t_yield_to_readers = true;
+  t_yield_budget = budget;
+}
 bool Mirror::ThisThreadYieldsToReaders() { return t_yield_to_readers; }
 
 Mirror::WriterLock::WriterLock(absl::Mutex* mu) : mu_(mu) {
@@ -24,13 +28,21 @@ Mirror::WriterLock::WriterLock(absl::Mutex* mu) : mu_(mu) {
     mu_->Lock();
     return;
   }
-  // Never queued: a queued writer would hold back new readers until this thread runs.
+  // Not queued at first: a queued writer would hold back new readers until this thread runs.
+  // Past the budget (kYieldBudget), queued like any writer: readers that keep the lock held
+  // without a gap must not starve the bind.
+  const absl::Time give_up = absl::Now() + t_yield_budget;
   absl::Duration pause = absl::Microseconds(20);
   for (int tries = 0; !mu_->TryLock(); ++tries) {
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      mu_->Lock();
+      return;
+    }
     if (tries < 4) {
       std::this_thread::yield();
     } else {
-      absl::SleepFor(pause);
+      absl::SleepFor(std::min(pause, left));
       pause = std::min(pause * 2, absl::Microseconds(500));
     }
   }

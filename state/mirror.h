@@ -41,15 +41,23 @@ class Mirror {
     return fn(state_);
   }
 
-  // For the calling thread, for its lifetime: its writes never wait in the lock's queue; it
-  // takes the writer lock only while the lock is free (TryLock, backing off between tries).
+  // For the calling thread, for its lifetime: its writes do not wait in the lock's queue at
+  // first; for up to `budget` per writer section it takes the writer lock only while the lock
+  // is free (TryLock, backing off between tries), then it waits in Lock() like any writer.
   // For threads whose CPU priority was lowered: a writer waiting on absl::Mutex holds back
   // every new reader, and once the lock is handed to it, a thread the scheduler weighs little
   // may wait long for a CPU while filter, prioritize and preempt wait for it (priority
   // inversion: bind_burst_bench measured the readers' wait at 356 us p99 with niced binds
   // waiting, 2 us without). Such a writer holds the lock only while it runs. It may wait
-  // longer itself, as a lower priority implies; readers hold the lock briefly and not always.
-  static void YieldToReadersOnThisThread();
+  // longer itself, as a lower priority implies, but not without bound: readers whose sections
+  // overlap (several kube-scheduler clients, /debug/state, metrics scrapes) can keep the lock
+  // held without a gap, and a bind would starve until its deadline. kYieldBudget (2 ms) is
+  // long against one reader section (a filter at 5,000 nodes holds it ~0.2-0.5 ms), so a free
+  // moment between ordinary readers is found well within it, and short against a bind's
+  // deadline (kube-scheduler's httpTimeout, 5 s; --bind-timeout, 4 s): what a bind loses to a
+  // continuously held lock is bounded. Tests pass a longer budget.
+  static constexpr absl::Duration kYieldBudget = absl::Milliseconds(2);
+  static void YieldToReadersOnThisThread(absl::Duration budget = kYieldBudget);
   static bool ThisThreadYieldsToReaders();
 
   // Bind's commit point: under one writer lock, `choose` picks an assignment on the current
@@ -91,8 +99,9 @@ class Mirror {
   static constexpr absl::Duration kInFlightBindGrace = absl::Minutes(1);
 
  private:
-  // Every writer section: absl::MutexLock, or TryLock with back-off on threads that called
-  // YieldToReadersOnThisThread().
+  // Every writer section: absl::MutexLock, or on threads that called
+  // YieldToReadersOnThisThread() TryLock with back-off for up to the thread's budget, then
+  // Lock().
   class ABSL_SCOPED_LOCKABLE WriterLock {
    public:
     explicit WriterLock(absl::Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu);

@@ -1,5 +1,6 @@
-// ElasticThreadPool: a task never waits while a thread may be started (up to `max`), extra
-// workers end when idle, Shutdown runs what is queued and joins, many enqueuers at once.
+// ElasticThreadPool: a task never waits while a thread may be started (up to `max`), spares
+// are started off the caller's path, extra workers end when idle (spares stay while others are
+// busy), Shutdown runs what is queued and joins, many enqueuers at once.
 #include "extender/elastic_thread_pool.h"
 
 #include <atomic>
@@ -80,6 +81,53 @@ TEST(ElasticThreadPoolTest, SpareWorkersAreStartedAheadOfDemand) {
   // One task busy: three more workers wait idle for the next ones, before they come.
   EXPECT_TRUE(Eventually([&] { return pool.stats().threads == 4u && pool.stats().busy == 1u; }));
   gate.open.store(true);
+}
+
+// Enqueue runs on cpp-httplib's accept thread: while spares are ready it hands the task over
+// and never starts a thread itself (a thread start there delays this connection and the ones
+// behind it); the keeper restores the spares.
+TEST(ElasticThreadPoolTest, EnqueueStartsNoThreadWhileASpareIsReady) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 16;
+  o.spare = 2;
+  ElasticThreadPool pool(o);
+  Gate gate;
+  pool.Enqueue(gate.Task());  // the warm worker takes it
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 1; }));
+  for (int i = 2; i <= 4; ++i) {
+    // Ready before each task: `spare` idle workers besides the busy ones.
+    ASSERT_TRUE(Eventually([&] {
+      const ElasticThreadPool::Stats s = pool.stats();
+      return s.threads == static_cast<size_t>(i - 1) + 2 && s.busy == static_cast<size_t>(i - 1);
+    })) << "task " << i;
+    pool.Enqueue(gate.Task());
+    ASSERT_TRUE(Eventually([&] { return gate.entered.load() == i; }));
+  }
+  EXPECT_TRUE(Eventually([&] { return pool.stats().threads == 6u; }));
+  EXPECT_EQ(pool.stats().started_by_enqueue, 0);
+  EXPECT_EQ(pool.stats().waited_at_max, 0);
+  gate.open.store(true);
+  EXPECT_TRUE(Eventually([&] { return gate.finished.load() == 4; }));
+}
+
+// Beyond the warm ones idle workers end, but while others are busy `spare` of them stay: the
+// next connection must not find none ready after a quiet minute.
+TEST(ElasticThreadPoolTest, SparesStayWhileWorkersAreBusy) {
+  ElasticThreadPoolOptions o;
+  o.warm = 1;
+  o.max = 16;
+  o.spare = 2;
+  o.idle_timeout = absl::Milliseconds(20);
+  ElasticThreadPool pool(o);
+  Gate gate;
+  for (int i = 0; i < 6; ++i) pool.Enqueue(gate.Task());
+  ASSERT_TRUE(Eventually([&] { return gate.entered.load() == 6; }));
+  absl::SleepFor(absl::Milliseconds(200));  // several idle timeouts
+  EXPECT_EQ(pool.stats().threads, 8u);  // 6 busy + 2 spare
+  gate.open.store(true);
+  // Nothing busy: down to the warm one.
+  EXPECT_TRUE(Eventually([&] { return pool.stats().threads == 1u; }));
 }
 
 TEST(ElasticThreadPoolTest, ExtraWorkersEndWhenIdleAndTheWarmOnesStay) {
