@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -989,6 +990,44 @@ std::string ExtenderService::DebugStateJson() const {
           w.EndObject();
         }
       }
+    }
+    w.EndArray();
+
+    // The host view (cluster_state.h): per node known or with bound pods, its allocatable
+    // (null where unknown) and what the bound, non-terminal pods request.
+    std::map<std::string, const NodeState*> hosts;
+    for (const NodeState* node : nodes) hosts.emplace(node->name, node);
+    for (const auto& [name, sum] : state.host_requested()) hosts.emplace(name, nullptr);
+    auto quantity = [&](const char* key, int64_t v) {
+      w.Key(key);
+      if (v == kHostUnknown) {
+        w.Null();
+      } else {
+        w.Int64(v);
+      }
+    };
+    w.Key("hosts");
+    w.StartArray();
+    for (const auto& [name, node] : hosts) {
+      w.StartObject();
+      w.Key("node");
+      String(w, name);
+      const HostResources unknown{kHostUnknown, kHostUnknown, kHostUnknown};
+      const HostResources& a = node != nullptr ? node->allocatable : unknown;
+      w.Key("allocatable");
+      w.StartObject();
+      quantity("cpu_milli", a.cpu_milli);
+      quantity("memory_bytes", a.memory_bytes);
+      quantity("pods", a.pods);
+      w.EndObject();
+      const HostResources r = state.HostRequested(name);
+      w.Key("requested");
+      w.StartObject();
+      quantity("cpu_milli", r.cpu_milli);
+      quantity("memory_bytes", r.memory_bytes);
+      quantity("pods", r.pods);
+      w.EndObject();
+      w.EndObject();
     }
     w.EndArray();
 

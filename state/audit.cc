@@ -41,6 +41,7 @@ class Auditor {
     CheckDerivedIndexes();
     CheckUnits();
     CheckUsageAndQuota();
+    CheckHostView();
     return std::move(report_);
   }
 
@@ -48,6 +49,35 @@ class Auditor {
   template <typename... Parts>
   void Problem(const Parts&... parts) {
     if (report_.problems.size() < kMaxProblems) report_.problems.push_back(absl::StrCat(parts...));
+  }
+
+  // The host view's per-node sums against a recount of the pods it counts.
+  void CheckHostView() {
+    absl::flat_hash_map<std::string, HostResources> recount;
+    for (const auto& [id, hp] : s_.host_pods_) {
+      HostResources& r = recount[hp.node->first];
+      r.cpu_milli = static_cast<int64_t>(static_cast<uint64_t>(r.cpu_milli) +
+                                         static_cast<uint64_t>(hp.request.cpu_milli));
+      r.memory_bytes = static_cast<int64_t>(static_cast<uint64_t>(r.memory_bytes) +
+                                            static_cast<uint64_t>(hp.request.memory_bytes));
+      ++r.pods;
+    }
+    for (const auto& [node, sum] : s_.host_requested_) {
+      auto it = recount.find(node);
+      const HostResources want = it == recount.end() ? HostResources{} : it->second;
+      if (sum != want || sum.pods == 0) {
+        ++report_.stale_summaries;
+        Problem("host requests of node ", node, ": cpu ", sum.cpu_milli, "m memory ",
+                sum.memory_bytes, " pods ", sum.pods, ", recount cpu ", want.cpu_milli,
+                "m memory ", want.memory_bytes, " pods ", want.pods);
+      }
+    }
+    for (const auto& [node, want] : recount) {
+      if (s_.host_requested_.find(node) == s_.host_requested_.end()) {
+        ++report_.stale_summaries;
+        Problem("host requests of node ", node, ": missing, recount pods ", want.pods);
+      }
+    }
   }
 
   // The unit's holders by namespace/name (their records' keys), with their amounts.

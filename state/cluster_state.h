@@ -36,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -203,6 +204,19 @@ struct NodeOffering {
   std::string inventory_problem;
 };
 
+// A node's cpu, memory and pod slots: what status.allocatable offers, or what the pods bound
+// there request. kHostUnknown (allocatable only): the Node lists no such key.
+inline constexpr int64_t kHostUnknown = -1;
+struct HostResources {
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+  int64_t pods = 0;
+  bool operator==(const HostResources& o) const {
+    return cpu_milli == o.cpu_milli && memory_bytes == o.memory_bytes && pods == o.pods;
+  }
+  bool operator!=(const HostResources& o) const { return !(*this == o); }
+};
+
 struct NodeState {
   // (What a filter reads of every candidate comes first: one cache line.)
   std::vector<NodeOffering> offerings;
@@ -222,6 +236,9 @@ struct NodeState {
   // The agent's last heartbeat on the extender's clock when it last turned stale or live
   // (InfinitePast: none seen), for /debug/state and messages.
   absl::Time agent_last_renewal = absl::InfinitePast();
+  // status.allocatable cpu (milli), memory (bytes, rounded up) and pods (whole); each
+  // kHostUnknown when absent, all of them on a removed node.
+  HostResources allocatable{kHostUnknown, kHostUnknown, kHostUnknown};
 
   const NodeOffering* Find(OfferingId id) const;
   NodeOffering* Find(OfferingId id);
@@ -299,8 +316,9 @@ struct AuditReport {
   int64_t oversubscribed_units = 0;  // used > capacity, or holders' sum != used
   int64_t multi_owner_units = 0;     // time-sliced (or single-project mps) unit with 2+ projects
   int64_t over_quota_projects = 0;   // (project, offering) pairs over quota (WithinQuota)
-  // Derived counters (OfferingSummary, the per-project index) that disagree with a recount
-  // from the units: a bug in the mirror, never caused by API facts.
+  // Derived counters (OfferingSummary, the per-project index, the per-node host requests)
+  // that disagree with a recount from the units or pods: a bug in the mirror, never caused by
+  // API facts.
   int64_t stale_summaries = 0;
   std::vector<std::string> problems;  // human-readable, capped at 100 entries
 };
@@ -409,6 +427,26 @@ class ClusterState {
   // scan of every node.
   int32_t OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const;
 
+  // ---- the host view: cpu, memory and pods per node (host_requests.cc) ----
+  // Kept from API facts only (ApplyPod/RemovePod, never Reserve): every pod bound to a node
+  // (spec.nodeName) and not terminal counts there, whether or not it asks for a catalog
+  // resource, with PodHostRequest(pod) and one pod slot; a terminating pod counts until its
+  // deletion (as kube-scheduler counts it). A pod's update replaces its contribution, so
+  // watch replays, relists and rebinds count it once.
+  // The summed requests of the pods bound to `node_name` (zero when none).
+  HostResources HostRequested(absl::string_view node_name) const;
+  // allocatable - requested for the node: false (outputs untouched) when the node is removed
+  // or any of its allocatable cpu, memory or pods is unknown. The results may be negative
+  // (pods bound beyond allocatable: API facts). Any output may be nullptr.
+  bool HostFree(const NodeState& node, int64_t* cpu_milli, int64_t* memory_bytes,
+                int64_t* pods) const;
+  // Per node name with bound pods: their summed requests.
+  const absl::node_hash_map<std::string, HostResources>& host_requested() const {
+    return host_requested_;
+  }
+  // The bound, non-terminal pods the host view counts (by PodRecord id).
+  size_t host_pod_count() const { return host_pods_.size(); }
+
   // Recounts every unit from the pod records (not from the units' own counters) and checks
   // I1 (capacity), I2 (one owner) and I4 (quota).
   AuditReport Audit() const;
@@ -451,6 +489,10 @@ class ClusterState {
 
   ProjectId InternProject(absl::string_view name);
   void RecomputeQuotas();
+  // The host view's steps (host_requests.cc): counts `pod` (by id) where it is bound now, or
+  // nowhere when it is pending or terminal; UncountHostPod forgets it.
+  void CountHostPod(const std::string& id, const PodObject& pod);
+  void UncountHostPod(absl::string_view id);
   // Inserts the record (by its id, indexed under its key) and adds its holdings.
   void AddPodRecord(PodRecord rec);
   void AddHolding(const PodRecord& pod);
@@ -511,6 +553,15 @@ class ClusterState {
   // Sets rec.awaiting_agent (keeping agent_waiting_ and, on a change, the node's summaries
   // right); the wait starts at `now` when it was not waiting.
   void SetAwaitingAgent(PodRecord& rec, bool awaiting, absl::Time now);
+  // The host view. A counted pod keeps only a pointer to its node's entry (entries of
+  // node_hash_map do not move; one is erased when its last pod leaves) and its request.
+  // Sums are kept modulo 2^64 (exact: each request <= kMaxHostRequest, see k8s_objects.h).
+  struct HostPod {
+    std::pair<const std::string, HostResources>* node = nullptr;
+    HostRequest request;
+  };
+  absl::node_hash_map<std::string, HostResources> host_requested_;  // by node name
+  absl::flat_hash_map<std::string, HostPod> host_pods_;             // by PodRecord id
   // (project, offering) -> OwnedUnits::with_room summed over open node offerings.
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> owned_with_room_;
 };

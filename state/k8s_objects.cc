@@ -10,8 +10,10 @@
 // that appears twice is an error rather than a silent first-or-last-wins choice.
 #include "state/k8s_objects.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -312,9 +314,10 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
   if (absl::Status s = DecodeMeta(sec.metadata, path, meta); !s.ok()) return s;
   if (sec.spec != nullptr) {
     const Path spec_path = path.Field("spec");
-    static constexpr absl::string_view kNames[] = {"nodeName", "schedulerName", "nodeSelector",
-                                                   "containers", "initContainers"};
-    const Value* f[5];
+    static constexpr absl::string_view kNames[] = {"nodeName",   "schedulerName",
+                                                   "nodeSelector", "containers",
+                                                   "initContainers", "overhead"};
+    const Value* f[6];
     if (absl::Status s = GetFields(*sec.spec, spec_path, kNames, f); !s.ok()) return s;
     const Path node_path = spec_path.Field("nodeName");
     if (absl::Status s = ReadString(f[0], node_path, &pod->node_name); !s.ok()) return s;
@@ -328,6 +331,8 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
     if (absl::Status s = DecodeContainers(f[4], ic_path, &pod->init_containers); !s.ok()) {
       return s;
     }
+    const Path oh_path = spec_path.Field("overhead");
+    if (absl::Status s = ReadQuantityMap(f[5], oh_path, &pod->overhead_milli); !s.ok()) return s;
   }
   if (sec.status != nullptr) {
     const Path status_path = path.Field("status");
@@ -566,6 +571,40 @@ absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json) {
     if (absl::Status s = DecodeOfKind(item_kind, item, item_path, &batch); !s.ok()) return s;
   }
   return batch;
+}
+
+namespace {
+
+// The quantity of `resource` in `m` (0 when absent), capped at kMaxHostRequest.
+int64_t Capped(int64_t v) { return std::min(v, kMaxHostRequest); }
+
+int64_t Of(const std::map<std::string, int64_t>& m, const std::string& resource) {
+  auto it = m.find(resource);
+  return it == m.end() ? 0 : Capped(it->second);
+}
+
+// max(sum over containers, each init container) + overhead, in milli-units, capped.
+int64_t PodRequestMilli(const PodObject& pod, const std::string& resource) {
+  int64_t sum = 0;
+  for (const ContainerResources& c : pod.containers) {
+    sum = Capped(sum + Of(c.requests_milli, resource));  // both <= 2^44: no overflow
+  }
+  for (const ContainerResources& c : pod.init_containers) {
+    sum = std::max(sum, Of(c.requests_milli, resource));
+  }
+  return Capped(sum + Of(pod.overhead_milli, resource));
+}
+
+}  // namespace
+
+HostRequest PodHostRequest(const PodObject& pod) {
+  static const std::string kCpu = "cpu";
+  static const std::string kMemory = "memory";
+  HostRequest r;
+  r.cpu_milli = PodRequestMilli(pod, kCpu);
+  const int64_t memory_milli = PodRequestMilli(pod, kMemory);
+  r.memory_bytes = memory_milli / 1000 + (memory_milli % 1000 != 0 ? 1 : 0);
+  return r;
 }
 
 }  // namespace gse

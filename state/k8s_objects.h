@@ -80,11 +80,29 @@ struct PodObject {
   std::map<std::string, std::string> node_selector;
   std::vector<ContainerResources> containers;
   std::vector<ContainerResources> init_containers;
+  std::map<std::string, int64_t> overhead_milli;  // spec.overhead (RuntimeClass), milli-units
 
   std::string Key() const { return namespace_name + "/" + name; }
   // Succeeded or Failed: holds nothing any more.
   bool Terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
+
+// What a pod asks of its node's cpu and memory as kube-scheduler counts it (its
+// NodeResourcesFit computePodResourceRequest): per resource, max(sum over containers, each
+// init container alone) + spec.overhead. Not modelled: restartable ("sidecar") init
+// containers, which kube-scheduler adds to the containers' sum, and in-place resize
+// (status.containerStatuses[].allocatedResources): both are counted as plain init containers
+// and spec requests. Each result is capped at kMaxHostRequest so that sums over any number of
+// pods stay exact in 64 bits (ClusterState keeps them; pods beyond it are hostile input).
+inline constexpr int64_t kMaxHostRequest = int64_t{1} << 44;
+struct HostRequest {
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;  // milli-units rounded up to whole bytes, as Quantity.Value()
+  bool operator==(const HostRequest& o) const {
+    return cpu_milli == o.cpu_milli && memory_bytes == o.memory_bytes;
+  }
+};
+HostRequest PodHostRequest(const PodObject& pod);
 
 struct NamespaceObject {
   std::string name;

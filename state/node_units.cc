@@ -255,6 +255,24 @@ DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
   return d;
 }
 
+// status.allocatable cpu, memory and pods as NodeState keeps them (kHostUnknown when absent),
+// each capped at 2^62 so that allocatable - requested never wraps (requests: kMaxHostRequest).
+HostResources HostAllocatableOf(const NodeObject& node) {
+  constexpr int64_t kCap = int64_t{1} << 62;
+  auto milli = [&](const char* key) -> int64_t {
+    auto it = node.allocatable_milli.find(key);
+    return it == node.allocatable_milli.end() ? kHostUnknown : it->second;
+  };
+  HostResources r;
+  r.cpu_milli = milli("cpu");
+  const int64_t memory = milli("memory");
+  r.memory_bytes = memory == kHostUnknown ? kHostUnknown : memory / 1000 + (memory % 1000 != 0);
+  const int64_t pods = milli("pods");
+  r.pods = pods == kHostUnknown ? kHostUnknown : pods / 1000;  // whole pod slots
+  for (int64_t* v : {&r.cpu_milli, &r.memory_bytes, &r.pods}) *v = std::min(*v, kCap);
+  return r;
+}
+
 bool HasHolders(const NodeOffering& no) {
   return std::any_of(no.units.begin(), no.units.end(), [](const Unit& u) { return !u.Empty(); });
 }
@@ -345,9 +363,13 @@ using cluster_state_internal::InsertOffering;
 
 bool ClusterState::ApplyNode(const NodeObject& object) {
   DerivedNode d = Derive(*catalog_, object);
+  const HostResources allocatable = HostAllocatableOf(object);
   auto it = nodes_.find(object.name);
   if (it != nodes_.end() && !it->second->removed && it->second->fingerprint == d.fingerprint) {
-    return false;  // the common refresh: nothing the mirror keeps changed
+    // The common refresh: nothing the mirror keeps changed, unless the host view did.
+    if (it->second->allocatable == allocatable) return false;
+    it->second->allocatable = allocatable;
+    return true;
   }
   if (it == nodes_.end()) {
     auto node = std::make_unique<NodeState>();
@@ -366,6 +388,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
   node.labels.clear();
   for (auto& [k, v] : d.labels) node.labels.emplace(std::move(k), std::move(v));
   node.fingerprint = d.fingerprint;
+  node.allocatable = allocatable;
 
   // A slice's charge is its ticket count (quota_charge.h), which the new replicas label may
   // change: take the holdings' charges off here and put them back once the units are resized.
@@ -449,6 +472,7 @@ void ClusterState::RemoveNode(absl::string_view name) {
   // draining, so the holdings stay counted and nothing is handed out on this node.
   node.removed = true;
   node.fingerprint = 0;
+  node.allocatable = HostResources{kHostUnknown, kHostUnknown, kHostUnknown};
   for (NodeOffering& no : node.offerings) {
     no.advertised_name.clear();
     no.advertised_units = 0;

@@ -201,6 +201,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   // Only this pod's own record (its UID) is touched: a recreated pod of the same name is
   // another pod, and the old one's record leaves with its own deletion (or a relist).
   const std::string id = PodIdOf(pod.uid, key);
+  CountHostPod(id, pod);
   auto it = pods_.find(id);
   PodRecord* existing = it == pods_.end() ? nullptr : &it->second;
   if (pod.Terminal()) {
@@ -337,7 +338,9 @@ Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId o
 }
 
 void ClusterState::RemovePod(absl::string_view uid, absl::string_view key) {
-  Release(PodIdOf(uid, key));
+  const std::string id = PodIdOf(uid, key);
+  UncountHostPod(id);
+  Release(id);
 }
 
 void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project) {

@@ -330,10 +330,13 @@ TEST_F(ClusterStateTest, UnchangedNodeRefreshIsANoOp) {
   EXPECT_TRUE(state_.ApplyNode(n));
   EXPECT_FALSE(state_.ApplyNode(n));
   n.resource_version = "99";
-  n.allocatable_milli["cpu"] = 1000;
+  n.allocatable_milli["ephemeral-storage"] = 1000;
   n.labels["kubernetes.io/hostname"] = "n1";
   n.taints.push_back({"k", "v", "NoSchedule"});
   EXPECT_FALSE(state_.ApplyNode(n)) << "nothing the mirror keeps changed";
+  n.allocatable_milli["cpu"] = 1000;
+  EXPECT_TRUE(state_.ApplyNode(n)) << "the host view keeps allocatable cpu";
+  EXPECT_EQ(state_.FindNode("n1")->allocatable.cpu_milli, 1000);
   n.labels[kPoolLabel] = "train";
   EXPECT_TRUE(state_.ApplyNode(n)) << "a selector label changed";
   EXPECT_EQ(state_.FindNode("n1")->labels.at(kPoolLabel), "train");

@@ -537,6 +537,42 @@ TEST_F(ExtenderServiceTest, PodWithoutCatalogResourcePassesEveryNodeUntouched) {
   EXPECT_EQ(service_->DebugStateJson(), before);
 }
 
+// /debug/state's host view: per node its allocatable cpu, memory and pods and the summed
+// requests of the non-terminal pods bound there, GPU pods and others alike; a name known only
+// from pods bound to it shows null allocatable.
+TEST_F(ExtenderServiceTest, DebugStateShowsHostAllocatableAndRequests) {
+  LoadExampleNodes();
+  mirror_.Write([&](ClusterState& s) {
+    for (const auto& [json, node] : std::vector<std::pair<std::string, std::string>>{
+             {PodJson("web", "uid-web", {{"cpu", "1500m"}, {"memory", "1Gi"}}), "gpu-node-a"},
+             {PodJson("train", "uid-train", {{"cpu", "2"}, {kMig, "1"}}), "gpu-node-a"},
+             {PodJson("lost", "uid-lost", {{"cpu", "1"}}), "gpu-node-gone"}}) {
+      rapidjson::Document doc = Json(json);
+      absl::StatusOr<PodObject> pod = DecodePod(doc, "Pod");
+      ASSERT_TRUE(pod.ok()) << pod.status();
+      pod->node_name = node;
+      pod->phase = "Running";
+      s.ApplyPod(*pod);
+    }
+  });
+  rapidjson::Document state = Json(service_->DebugStateJson());
+  ASSERT_TRUE(state.HasMember("hosts"));
+  std::map<std::string, std::string> hosts;
+  for (const auto& h : state["hosts"].GetArray()) {
+    hosts[h["node"].GetString()] = ToJson(h["allocatable"]) + " " + ToJson(h["requested"]);
+  }
+  EXPECT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts["gpu-node-a"],
+            R"({"cpu_milli":127500,"memory_bytes":1080639262720,"pods":110} )"
+            R"({"cpu_milli":3500,"memory_bytes":1073741824,"pods":2})");
+  EXPECT_EQ(hosts["gpu-node-b"],
+            R"({"cpu_milli":127500,"memory_bytes":1080639262720,"pods":110} )"
+            R"({"cpu_milli":0,"memory_bytes":0,"pods":0})");
+  EXPECT_EQ(hosts["gpu-node-gone"],
+            R"({"cpu_milli":null,"memory_bytes":null,"pods":null} )"
+            R"({"cpu_milli":1000,"memory_bytes":0,"pods":1})");
+}
+
 // What a user expects of a pod that asks for no catalog resource (it reaches bind when it
 // names a managed resource with quantity 0, or when managedResources is empty): the extender
 // binds it as kube-scheduler's default binder would, wherever kube-scheduler put it. Filter

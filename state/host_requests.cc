@@ -1,0 +1,71 @@
+// ClusterState's host view: per node, the summed cpu, memory and pod-slot requests of the
+// pods bound there (cluster_state.h "the host view"), against the node's allocatable.
+#include <cstdint>
+#include <string>
+
+#include "state/cluster_state.h"
+
+namespace gse {
+namespace {
+
+// Sums wrap modulo 2^64 instead of overflowing (exact while the true sum fits, which
+// kMaxHostRequest guarantees for any realistic pod count).
+int64_t Wrap(int64_t a, int64_t b, int sign) {
+  const uint64_t ub = static_cast<uint64_t>(b);
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + (sign > 0 ? ub : 0 - ub));
+}
+
+void AddTo(HostResources& sum, const HostRequest& r, int sign) {
+  sum.cpu_milli = Wrap(sum.cpu_milli, r.cpu_milli, sign);
+  sum.memory_bytes = Wrap(sum.memory_bytes, r.memory_bytes, sign);
+  sum.pods = Wrap(sum.pods, 1, sign);
+}
+
+}  // namespace
+
+void ClusterState::UncountHostPod(absl::string_view id) {
+  auto it = host_pods_.find(id);
+  if (it == host_pods_.end()) return;
+  auto* node = it->second.node;
+  AddTo(node->second, it->second.request, -1);
+  host_pods_.erase(it);
+  if (node->second.pods == 0) host_requested_.erase(host_requested_.find(node->first));
+}
+
+void ClusterState::CountHostPod(const std::string& id, const PodObject& pod) {
+  if (pod.node_name.empty() || pod.Terminal()) {
+    UncountHostPod(id);
+    return;
+  }
+  const HostRequest request = PodHostRequest(pod);
+  auto it = host_pods_.find(id);
+  if (it != host_pods_.end() && it->second.node->first == pod.node_name &&
+      it->second.request == request) {
+    return;  // a replay: counted already
+  }
+  UncountHostPod(id);
+  auto* node = &*host_requested_.try_emplace(pod.node_name).first;
+  AddTo(node->second, request, +1);
+  host_pods_.emplace(id, HostPod{node, request});
+}
+
+HostResources ClusterState::HostRequested(absl::string_view node_name) const {
+  auto it = host_requested_.find(node_name);
+  return it == host_requested_.end() ? HostResources{} : it->second;
+}
+
+bool ClusterState::HostFree(const NodeState& node, int64_t* cpu_milli, int64_t* memory_bytes,
+                            int64_t* pods) const {
+  const HostResources& a = node.allocatable;
+  if (node.removed || a.cpu_milli == kHostUnknown || a.memory_bytes == kHostUnknown ||
+      a.pods == kHostUnknown) {
+    return false;
+  }
+  const HostResources r = HostRequested(node.name);
+  if (cpu_milli != nullptr) *cpu_milli = Wrap(a.cpu_milli, r.cpu_milli, -1);
+  if (memory_bytes != nullptr) *memory_bytes = Wrap(a.memory_bytes, r.memory_bytes, -1);
+  if (pods != nullptr) *pods = Wrap(a.pods, r.pods, -1);
+  return true;
+}
+
+}  // namespace gse
