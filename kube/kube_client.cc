@@ -751,6 +751,7 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
           0, kFencedReason, "the writer may no longer write");
     }
     std::unique_ptr<httplib::ClientImpl> c = pool_->Take();
+    const bool reused = c != nullptr;
     if (!c) c = NewConnection(read_timeout);
     SetTimeout(*c, read_timeout, /*read=*/true);
     httplib::Headers headers = {{"Accept", "application/json"},
@@ -767,7 +768,19 @@ absl::StatusOr<std::string> KubeClient::Unary(const std::string& method, const s
       long verify = 0;
       if (auto* ssl = dynamic_cast<httplib::SSLClient*>(c.get())) verify = ssl->get_openssl_verify_result();
       // The connection is in an unknown state: drop it rather than pool it.
-      return TransportError(what, r.error(), absl::Now() - start, read_timeout, verify);
+      const absl::Duration elapsed = absl::Now() - start;
+      // A server (or a proxy before it) may close a keep-alive connection while it sits idle
+      // in the pool; the next request on it then fails at once with Read or Write. A GET is
+      // idempotent, so it is sent once more on a new connection, as Go's http.Transport does
+      // for a request on a reused connection that the server had closed. A write is not
+      // retried here: it may have reached the server, and its caller decides (bind's
+      // outcome is then unknown, see ApiBinder).
+      if (reused && body == nullptr &&
+          (r.error() == httplib::Error::Read || r.error() == httplib::Error::Write) &&
+          elapsed + absl::Milliseconds(50) < read_timeout) {
+        continue;
+      }
+      return TransportError(what, r.error(), elapsed, read_timeout, verify);
     }
     int status = r->status;
     std::string response = std::move(r->body);

@@ -125,6 +125,87 @@ TEST(KubeClientTest, V1StatusErrorsKeepCodeReasonAndMessage) {
   EXPECT_THAT(r.status().message(), HasSubstr("HTTP 404 NotFound: pods \"ghost\" not found"));
 }
 
+// A server that answers the first request of every connection (keep-alive) and closes the
+// connection, unanswered, when a second request arrives on it: what a client sees when a
+// server or proxy closes an idle keep-alive connection just as the client reuses it.
+class ClosesReusedConnectionsServer {
+ public:
+  ClosesReusedConnectionsServer() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listener_, 16), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int conn = accept(listener_, nullptr, nullptr);
+        if (conn < 0) return;  // the listener was shut down
+        if (ReadRequest(conn)) {
+          static constexpr char kAnswer[] =
+              "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+              "Connection: keep-alive\r\n\r\n{}";
+          if (write(conn, kAnswer, sizeof(kAnswer) - 1) > 0) answered_.fetch_add(1);
+          if (ReadRequest(conn)) closed_unanswered_.fetch_add(1);
+        }
+        close(conn);
+      }
+    });
+  }
+  ~ClosesReusedConnectionsServer() {
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    thread_.join();
+  }
+  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_); }
+  int answered() const { return answered_.load(); }
+  int closed_unanswered() const { return closed_unanswered_.load(); }
+
+ private:
+  // Reads one request head (these tests send GETs without a body).
+  static bool ReadRequest(int conn) {
+    std::string head;
+    char buf[512];
+    while (head.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = read(conn, buf, sizeof(buf));
+      if (n <= 0) return false;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> answered_{0};
+  std::atomic<int> closed_unanswered_{0};
+  std::thread thread_;
+};
+
+// kube-apiserver, and any proxy before it, may close a keep-alive connection that sits idle in
+// the client's pool; a request sent on it just then fails with Read or Write. A GET is
+// idempotent: it must go out again on a new connection rather than fail its caller (a
+// reflector's relist, a bind's read-back). A write is not sent twice by the client.
+TEST(KubeClientTest, GetOnAPooledConnectionTheServerClosedIsSentAgain) {
+  ClosesReusedConnectionsServer server;
+  KubeConfig config;
+  config.server = server.url();
+  config.source = "test";
+  absl::StatusOr<std::unique_ptr<KubeClient>> client = KubeClient::Create(config, {});
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Get("/api/v1/nodes").ok());
+  absl::StatusOr<std::string> again = (*client)->Get("/api/v1/nodes");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(server.answered(), 2);
+  EXPECT_EQ(server.closed_unanswered(), 1);  // the reused connection was tried first
+  // A write on a pooled connection that the server closes is not sent again.
+  absl::StatusOr<std::string> post = (*client)->Post("/api/v1/namespaces/a/pods", "{}");
+  EXPECT_FALSE(post.ok());
+  EXPECT_EQ(server.answered(), 2);
+}
+
 TEST(KubeClientTest, StaleExactListIsExpired) {
   auto fake = StartFake();
   ASSERT_TRUE(fake->LoadRecordedCluster().ok());
