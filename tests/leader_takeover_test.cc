@@ -107,7 +107,9 @@ TEST_F(LeaderTakeoverTest, TheFollowerKnowsWhoLeadsAndMeasuresTheGapAtATakeOver)
   absl::SleepFor(absl::Milliseconds(800));
   a->Stop();  // as after SIGKILL: the lease stays as it was
   const absl::Time last_renewal = RenewTime();
-  ASSERT_TRUE(Eventually([&] { return b->IsLeader(); }, absl::Seconds(5)));
+  // Wait for the callback's record, not IsLeader(): the elector flips its flag first and
+  // calls on_change after, so reading the events as soon as IsLeader() is true races it.
+  ASSERT_TRUE(Eventually([&] { return When("extender-b+").has_value(); }, absl::Seconds(5)));
   // Order, not tight times: b took over no earlier than a lease duration after a's last
   // renewal, and in between it stopped reporting a as the leader (expired on its clock).
   const std::optional<absl::Time> nobody = When("extender-b sees nobody");
@@ -164,7 +166,7 @@ TEST_F(LeaderTakeoverTest, WithDefaultDurationsACrashedLeaderIsReplacedWithinThe
   a->Stop();
   const absl::Time crashed = absl::Now();
   const absl::Time last_renewal = RenewTime();
-  ASSERT_TRUE(Eventually([&] { return b->IsLeader(); }, absl::Seconds(30)));
+  ASSERT_TRUE(Eventually([&] { return When("extender-b+").has_value(); }, absl::Seconds(30)));
   const absl::Time took = *When("extender-b+");
   std::printf("default durations: take-over %s after the last renewal, %s after the crash\n",
               absl::FormatDuration(took - last_renewal).c_str(),
