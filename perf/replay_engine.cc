@@ -382,8 +382,8 @@ class Driver {
   void ObservePick(const ExtenderPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A bind the extender made: affinity and spill counters, ledger, shadow state, placements,
   // and the twin placeholders to apply once mu_ is released (`holds`).
-  absl::Status RecordBound(const PodPlan& plan, const std::string& node, const Assignment& bound,
-                           std::vector<Hold>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RecordBound(const PodPlan& plan, const Ledger::Demand& demand, const std::string& node,
+                           const Assignment& bound, std::vector<Hold>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Arrived(double gpu, bool placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Observe(const std::string& verb, double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -614,7 +614,7 @@ void Driver::ObservePick(const ExtenderPick& pick) {
   if (pick.prioritize_us >= 0) Observe("prioritize", pick.prioritize_us);
 }
 
-absl::Status Driver::RecordBound(const PodPlan& plan, const std::string& node,
+absl::Status Driver::RecordBound(const PodPlan& plan, const Ledger::Demand& demand, const std::string& node,
                                  const Assignment& bound, std::vector<Hold>* holds) {
   const Offering& o = input_.catalog->Get(bound.offering);
   if (o.sharing == Sharing::kTimeSliced && !bound.units.empty()) {
@@ -624,6 +624,9 @@ absl::Status Driver::RecordBound(const PodPlan& plan, const std::string& node,
       ++result_.tickets_on_owned_unit;
     } else if (ledger_.OwnsFreeTicket(plan.project, bound.offering)) {
       ++result_.spills;
+      if (!ledger_.OwnedFreeTicketNodeThatFits(plan.project, bound.offering, demand, *plan.arrival).empty()) {
+        ++result_.avoidable_spills;
+      }
     }
   }
   ledger_.Bind(plan.pod, plan.project, node, &bound, false);
@@ -716,7 +719,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
         Arrived(plan.gpu, false);
         return absl::OkStatus();
       }
-      if (absl::Status s = RecordBound(plan, best, *bound, &holds); !s.ok()) return s;
+      if (absl::Status s = RecordBound(plan, demand, best, *bound, &holds); !s.ok()) return s;
     }
     for (const Hold& h : holds) {
       if (absl::Status s = placer_.ApplyBoundPod(h.pod, h.json); !s.ok()) return s;

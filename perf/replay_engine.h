@@ -76,6 +76,11 @@ struct RunResult {
   int64_t tickets_on_owned_unit = 0;
   double affinity_ratio = -1;   // < 0: no time-sliced ticket placed
   int64_t spills = 0;
+  // Spills while a node holding the project's unit with a free ticket passed kube-scheduler's
+  // built-in fit for the pod: the pod could have joined its own unit (the policy, or the
+  // candidate cut-off of percentageOfNodesToScore, sent it elsewhere). A spill forced by cpu,
+  // memory or a selector is not avoidable.
+  int64_t avoidable_spills = 0;
   int64_t quota_rejections = 0;
   std::map<std::string, int64_t> pods_failed;  // reason label -> pods
   Ledger::AuditResult audit;

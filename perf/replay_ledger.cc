@@ -224,7 +224,9 @@ bool Ledger::ProjectHoldsUnit(const UnitKey& key, const std::string& project) co
   return false;
 }
 
-bool Ledger::OwnsFreeTicket(const std::string& project, OfferingId offering) const {
+std::vector<std::string> Ledger::NodesWithOwnedFreeTicket(const std::string& project,
+                                                          OfferingId offering) const {
+  std::vector<std::string> out;
   for (const auto& [key, holders] : units_) {
     if (key.offering != offering || !HasNode(key.node)) continue;
     int32_t used = 0;
@@ -233,9 +235,21 @@ bool Ledger::OwnsFreeTicket(const std::string& project, OfferingId offering) con
       used += h.amount;
       mine = mine || h.project == project;
     }
-    if (mine && used < UnitCapacity(key.node, offering, key.index)) return true;
+    if (mine && used < UnitCapacity(key.node, offering, key.index)) out.push_back(key.node);
   }
-  return false;
+  return out;
+}
+
+bool Ledger::OwnsFreeTicket(const std::string& project, OfferingId offering) const {
+  return !NodesWithOwnedFreeTicket(project, offering).empty();
+}
+
+std::string Ledger::OwnedFreeTicketNodeThatFits(const std::string& project, OfferingId offering,
+                                                const Demand& d, const PodArrival& arrival) const {
+  for (const std::string& node : NodesWithOwnedFreeTicket(project, offering)) {
+    if (BuiltInFit(d, arrival, node).empty()) return node;
+  }
+  return "";
 }
 
 std::string Ledger::BuiltInFit(const Demand& d, const PodArrival& arrival,

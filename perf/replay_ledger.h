@@ -91,6 +91,12 @@ class Ledger {
   int64_t LeastAllocated(const Demand& d, const std::string& node) const;
   int64_t MostAllocated(const Demand& d, const std::string& node) const;
   int64_t BalancedAllocation(const Demand& d, const std::string& node) const;
+  // A node where `project` owns a time-sliced unit of `offering` with a free ticket and the
+  // pod passes kube-scheduler's built-in fit (selector, pods, cpu, memory); "" when none. A
+  // ticket that opened a new unit while such a node existed was an avoidable spill: joining
+  // the project's own unit was possible for the pod, whatever the candidate list held.
+  std::string OwnedFreeTicketNodeThatFits(const std::string& project, OfferingId offering,
+                                          const Demand& d, const PodArrival& arrival) const;
   // Free cpu and memory (milli) of a node; false when unknown.
   bool FreeHost(absl::string_view node, int64_t* cpu, int64_t* memory) const;
   const std::vector<std::string>& NodeNames() const { return names_; }  // live nodes, sorted
@@ -114,6 +120,9 @@ class Ledger {
     bool placeholder = false;
   };
   void Derive(NodeFacts* n);
+  // Live nodes where `project` owns a time-sliced unit of `offering` with a free ticket, in
+  // unit order (a node once per free unit it holds).
+  std::vector<std::string> NodesWithOwnedFreeTicket(const std::string& project, OfferingId offering) const;
   std::string Fit(const Demand& d, const PodArrival& arrival, const NodeFacts& n) const;
   int32_t ResourceId(const std::string& name);
   void RebuildNames();

@@ -87,17 +87,18 @@ std::string TextSummary(const std::vector<RunResult>& runs, const ReportContext&
   for (const RunResult& r : runs) arrived += r.arrived_gpu / std::max(1.0, r.cluster_gpus);
   absl::StrAppendFormat(&out, "cluster: %.0f GPUs; arrived GPU request %.1f%% of capacity (mean)\n",
                         runs.front().cluster_gpus, 100 * arrived / static_cast<double>(runs.size()));
-  absl::StrAppend(&out, absl::StrFormat("%-14s %5s %16s %12s %12s %9s %7s %7s %8s %12s\n", "policy", "runs",
+  absl::StrAppend(&out, absl::StrFormat("%-14s %5s %16s %12s %12s %9s %7s %9s %7s %8s %12s\n", "policy", "runs",
                                         "GPU alloc %", "unalloc GPU", "frag GPU", "affinity", "spills",
-                                        "quota", "oversub", "decisions/s"));
+                                        "avoidable", "quota", "oversub", "decisions/s"));
   for (const auto& [policy, rs] : ByPolicy(runs)) {
     const Stat alloc = Over(rs, [](const RunResult& r) { return 100 * r.gpu_allocation; });
     const Stat unalloc = Over(rs, [](const RunResult& r) { return r.unallocated_gpus; });
     const Stat frag = Over(rs, [](const RunResult& r) { return r.fragmentation; });
     const Stat dps = Over(rs, [](const RunResult& r) { return r.decisions_per_second; });
-    int64_t spills = 0, quota = 0, oversub = 0, tickets = 0, owned = 0;
+    int64_t spills = 0, avoidable = 0, quota = 0, oversub = 0, tickets = 0, owned = 0;
     for (const RunResult* r : rs) {
       spills += r->spills;
+      avoidable += r->avoidable_spills;
       quota += r->quota_rejections;
       oversub += r->audit.oversubscribed_units + r->audit.multi_owner_units + r->audit.over_capacity_nodes +
                  r->audit.over_quota;
@@ -106,9 +107,9 @@ std::string TextSummary(const std::vector<RunResult>& runs, const ReportContext&
     }
     const std::string affinity =
         tickets > 0 ? absl::StrFormat("%.3f", static_cast<double>(owned) / static_cast<double>(tickets)) : "-";
-    absl::StrAppend(&out, absl::StrFormat("%-14s %5d %9.2f ±%5.2f %12.1f %12.1f %9s %7d %7d %8d %12.0f\n",
+    absl::StrAppend(&out, absl::StrFormat("%-14s %5d %9.2f ±%5.2f %12.1f %12.1f %9s %7d %9d %7d %8d %12.0f\n",
                                           policy, rs.size(), alloc.mean, alloc.sd, unalloc.mean, frag.mean,
-                                          affinity, spills, quota, oversub, dps.mean));
+                                          affinity, spills, avoidable, quota, oversub, dps.mean));
   }
   for (const auto& [policy, rs] : ByPolicy(runs)) {
     std::map<std::string, int64_t> failed;
@@ -193,6 +194,8 @@ std::string JsonReport(const std::vector<RunResult>& runs, const ReportContext& 
     w.Int64(r.tickets_placed);
     w.Key("spills");
     w.Int64(r.spills);
+    w.Key("avoidable_spills");
+    w.Int64(r.avoidable_spills);
     w.Key("quota_rejections");
     w.Int64(r.quota_rejections);
     w.Key("oversubscribed_units");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -169,6 +170,47 @@ TEST(ReplayTraceFormat, ProjectFieldLabelsTheNamespace) {
                                         "other/t2 c nvidia.com/mig-1g.5gb.shared/0x1",
                                         "other2/t3 c nvidia.com/mig-1g.5gb.shared/1x1"));
   EXPECT_EQ(r.tickets_on_owned_unit, 1);
+}
+
+// A spill forced by the host is not avoidable: t2 asks for more cpu than node c has left
+// beside team-a's unit (8 cpus, t1 took 1), so it must open a unit on d.
+TEST(ReplayAvoidableSpills, ASpillForcedByCpuIsNotAvoidable) {
+  const std::string text = absl::StrJoin(
+      std::vector<std::string>{Header(),
+       absl::StrCat("{\"type\":\"node_add\",\"node\":", NodeJson("c", 0, 8, 1), "}"),
+       absl::StrCat("{\"type\":\"node_add\",\"node\":", NodeJson("d", 0, 8, 1), "}"),
+       Arrive("t1", "\"cpu\":\"1\",\"nvidia.com/mig-1g.5gb.shared\":\"1\""),
+       Arrive("t2", "\"cpu\":\"8\",\"nvidia.com/mig-1g.5gb.shared\":\"1\"")},
+      "\n");
+  const RunResult r = RunInProcess(InputOf(text), "affinity-pack", ExtenderOnly());
+  EXPECT_THAT(r.placements, ElementsAre("team-a/t1 c nvidia.com/mig-1g.5gb.shared/0x1",
+                                        "team-a/t2 d nvidia.com/mig-1g.5gb.shared/0x1"));
+  EXPECT_EQ(r.spills, 1);
+  EXPECT_EQ(r.avoidable_spills, 0);
+}
+
+// kube-scheduler's percentageOfNodesToScore hands the extender 100 of 120 nodes, starting
+// where the last cycle stopped. t1 opens team-a's unit on n000 (its window starts at n000);
+// each later cycle starts 100 nodes on (n100, n080, n060, n040 for four cpu-only pods), so
+// t2's window is n020..n119: t2 opens a second unit although n000 had a free ticket and room
+// for it. That spill was avoidable.
+TEST(ReplayAvoidableSpills, ASpillPastTheCandidateCutOffIsAvoidable) {
+  std::vector<std::string> lines = {Header()};
+  for (int i = 0; i < 120; ++i) {
+    lines.push_back(absl::StrCat("{\"type\":\"node_add\",\"node\":",
+                                 NodeJson(absl::StrFormat("n%03d", i), 0, 8, 1), "}"));
+  }
+  lines.push_back(Arrive("t1", "\"cpu\":\"1\",\"nvidia.com/mig-1g.5gb.shared\":\"1\""));
+  for (int i = 0; i < 4; ++i) lines.push_back(Arrive(absl::StrCat("cpu", i), "\"cpu\":\"1\""));
+  lines.push_back(Arrive("t2", "\"cpu\":\"1\",\"nvidia.com/mig-1g.5gb.shared\":\"1\""));
+  ReplayOptions o = ExtenderOnly();
+  o.percentage_of_nodes_to_score = 1;  // at least 100 nodes, as kube-scheduler
+  const RunResult r = RunInProcess(InputOf(absl::StrJoin(lines, "\n")), "affinity-pack", o);
+  ASSERT_EQ(r.placements.size(), 6u);
+  EXPECT_EQ(r.placements.front(), "team-a/t1 n000 nvidia.com/mig-1g.5gb.shared/0x1");
+  EXPECT_EQ(r.placements.back(), "team-a/t2 n020 nvidia.com/mig-1g.5gb.shared/0x1");
+  EXPECT_EQ(r.spills, 1);
+  EXPECT_EQ(r.avoidable_spills, 1);
 }
 
 TEST(ReplayTraceFormat, RecordReplaysTheSamePlacements) {
@@ -574,7 +616,7 @@ TEST(ReplayReport, JsonAndSvgCarryEveryRun) {
   ASSERT_FALSE(doc.HasParseError());
   ASSERT_EQ(doc["runs"].Size(), 2u);
   for (const char* key : {"policy", "seed", "load", "gpu_allocation", "unallocated_gpus", "fragmentation",
-                          "affinity_ratio", "spills", "oversubscribed_units", "pods_failed", "latency_us",
+                          "affinity_ratio", "spills", "avoidable_spills", "oversubscribed_units", "pods_failed", "latency_us",
                           "decisions_per_second", "curve"}) {
     EXPECT_TRUE(doc["runs"][0].HasMember(key)) << key;
   }
