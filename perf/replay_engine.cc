@@ -400,6 +400,7 @@ class Driver {
   absl::Mutex mu_;       // ledger, shadow, counters
   absl::Mutex bind_mu_;  // binds with their twin holds, one at a time
   Ledger ledger_ ABSL_GUARDED_BY(mu_);
+  UnitOpeningFloor opening_floor_ ABSL_GUARDED_BY(mu_);
   ClusterState shadow_ ABSL_GUARDED_BY(mu_);  // the placements, for fragmentation figures
   std::vector<OfferingId> twin_of_;
   RunResult result_ ABSL_GUARDED_BY(mu_);
@@ -620,6 +621,7 @@ absl::Status Driver::RecordBound(const PodPlan& plan, const Ledger::Demand& dema
   if (o.sharing == Sharing::kTimeSliced && !bound.units.empty()) {
     const Ledger::UnitKey key{bound.node, bound.offering, bound.units.front()};
     ++result_.tickets_placed;
+    opening_floor_.Placed(plan.pod.Key(), plan.project, bound.offering, ledger_.MaxUnitCapacity(bound.offering));
     if (ledger_.ProjectHoldsUnit(key, plan.project)) {
       ++result_.tickets_on_owned_unit;
     } else if (ledger_.OwnsFreeTicket(plan.project, bound.offering)) {
@@ -749,6 +751,7 @@ absl::Status Driver::Delete(const std::string& ns, const std::string& name) {
       bound_.erase(it);
     }
     ledger_.Delete(key);
+    opening_floor_.Removed(key);
     ReleasePodNamed(shadow_, key);
     if (held.has_value()) ReleaseTwinHolds(*held, &released);
     auto g = gpu_of_.find(key);
@@ -903,6 +906,10 @@ RunResult Driver::Finish(double wall) {
   r.affinity_ratio = r.tickets_placed > 0
                          ? static_cast<double>(r.tickets_on_owned_unit) / static_cast<double>(r.tickets_placed)
                          : -1;
+  r.unit_openings_floor = opening_floor_.openings();
+  r.affinity_ceiling = r.tickets_placed > 0 ? 1.0 - static_cast<double>(r.unit_openings_floor) /
+                                                        static_cast<double>(r.tickets_placed)
+                                            : -1;
   r.audit = ledger_.Audit();
   for (auto& [verb, us] : latency_) r.latency[verb] = Summarise(std::move(us));
   return r;

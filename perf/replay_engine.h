@@ -81,6 +81,10 @@ struct RunResult {
   // candidate cut-off of percentageOfNodesToScore, sent it elsewhere). A spill forced by cpu,
   // memory or a selector is not avoidable.
   int64_t avoidable_spills = 0;
+  // The fewest units any packing had to open for these tickets (replay_ledger.h) and the
+  // affinity ratio's ceiling it gives: 1 - floor / tickets placed (< 0: no ticket placed).
+  int64_t unit_openings_floor = 0;
+  double affinity_ceiling = -1;
   int64_t quota_rejections = 0;
   std::map<std::string, int64_t> pods_failed;  // reason label -> pods
   Ledger::AuditResult audit;

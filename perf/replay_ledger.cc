@@ -215,6 +215,16 @@ int32_t Ledger::UnitCapacity(const std::string& node, OfferingId offering, int32
   return u->second.second;
 }
 
+int32_t Ledger::MaxUnitCapacity(OfferingId offering) const {
+  int32_t best = 0;
+  for (const auto& [name, n] : nodes_) {
+    if (n.removed) continue;
+    auto u = n.units.find(offering);
+    if (u != n.units.end() && u->second.first > 0) best = std::max(best, u->second.second);
+  }
+  return best;
+}
+
 bool Ledger::ProjectHoldsUnit(const UnitKey& key, const std::string& project) const {
   auto it = units_.find(key);
   if (it == units_.end()) return false;
@@ -414,5 +424,26 @@ Ledger::AuditResult Ledger::Audit() const {
   return r;
 }
 
+
+void UnitOpeningFloor::Placed(const std::string& pod_key, const std::string& project, OfferingId offering,
+                              int32_t max_replicas) {
+  if (max_replicas <= 0 || !ticket_of_.emplace(pod_key, std::make_pair(project, offering)).second) return;
+  Busy& b = busy_[{project, offering}];
+  ++b.live;
+  const int64_t units = (b.live + max_replicas - 1) / max_replicas;
+  if (units > b.peak_units) {
+    openings_ += units - b.peak_units;
+    b.peak_units = units;
+  }
+}
+
+void UnitOpeningFloor::Removed(const std::string& pod_key) {
+  auto t = ticket_of_.find(pod_key);
+  if (t == ticket_of_.end()) return;
+  auto b = busy_.find(t->second);
+  ticket_of_.erase(t);
+  if (b == busy_.end()) return;
+  if (--b->second.live <= 0) busy_.erase(b);  // every unit released: the busy period ends
+}
 
 }  // namespace gse::replay

@@ -62,6 +62,8 @@ class Ledger {
   // Capacity of a unit from the node facts: tickets/shares/1; 0 when the node does not
   // advertise that many units of the offering.
   int32_t UnitCapacity(const std::string& node, OfferingId offering, int32_t index) const;
+  // The largest capacity a unit of `offering` has on any live node; 0 when none offers it.
+  int32_t MaxUnitCapacity(OfferingId offering) const;
   // Does `project` hold (own) a time-sliced unit of `offering` with a free ticket?
   bool OwnsFreeTicket(const std::string& project, OfferingId offering) const;
   bool ProjectHoldsUnit(const UnitKey& key, const std::string& project) const;
@@ -139,6 +141,31 @@ class Ledger {
   std::map<std::string, std::string> namespace_project_;
   // project -> offering -> quota in usage units (exclusive units, owned ts units, mps shares)
   std::map<std::string, std::map<OfferingId, int64_t>> quota_;
+};
+
+// The fewest new units any packing must open for the time-sliced tickets placed, the floor
+// under which no policy can go (so 1 - floor / tickets placed is the ceiling of the affinity
+// ratio). Tickets never move, and a unit no ticket holds is released; so between two moments
+// at which a project holds no ticket of an offering, every packing opens at least
+// ceil(peak live tickets / R) units, R being the most tickets any node gives one unit of the
+// offering. The sum of those peaks over the project's busy periods is the floor.
+class UnitOpeningFloor {
+ public:
+  // A ticket of `project` on a unit of `offering` with up to `max_replicas` tickets per unit.
+  void Placed(const std::string& pod_key, const std::string& project, OfferingId offering,
+              int32_t max_replicas);
+  // The pod is gone (a no-op for pods Placed never saw).
+  void Removed(const std::string& pod_key);
+  int64_t openings() const { return openings_; }
+
+ private:
+  struct Busy {
+    int64_t live = 0;       // tickets held now
+    int64_t peak_units = 0;  // the most units the live tickets needed in this busy period
+  };
+  std::map<std::pair<std::string, OfferingId>, Busy> busy_;
+  std::map<std::string, std::pair<std::string, OfferingId>> ticket_of_;  // pod key -> (project, offering)
+  int64_t openings_ = 0;
 };
 
 }  // namespace gse::replay

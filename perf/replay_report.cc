@@ -87,15 +87,15 @@ std::string TextSummary(const std::vector<RunResult>& runs, const ReportContext&
   for (const RunResult& r : runs) arrived += r.arrived_gpu / std::max(1.0, r.cluster_gpus);
   absl::StrAppendFormat(&out, "cluster: %.0f GPUs; arrived GPU request %.1f%% of capacity (mean)\n",
                         runs.front().cluster_gpus, 100 * arrived / static_cast<double>(runs.size()));
-  absl::StrAppend(&out, absl::StrFormat("%-14s %5s %16s %12s %12s %9s %7s %9s %7s %8s %12s\n", "policy", "runs",
-                                        "GPU alloc %", "unalloc GPU", "frag GPU", "affinity", "spills",
+  absl::StrAppend(&out, absl::StrFormat("%-14s %5s %16s %12s %12s %9s %8s %7s %9s %7s %8s %12s\n", "policy", "runs",
+                                        "GPU alloc %", "unalloc GPU", "frag GPU", "affinity", "ceiling", "spills",
                                         "avoidable", "quota", "oversub", "decisions/s"));
   for (const auto& [policy, rs] : ByPolicy(runs)) {
     const Stat alloc = Over(rs, [](const RunResult& r) { return 100 * r.gpu_allocation; });
     const Stat unalloc = Over(rs, [](const RunResult& r) { return r.unallocated_gpus; });
     const Stat frag = Over(rs, [](const RunResult& r) { return r.fragmentation; });
     const Stat dps = Over(rs, [](const RunResult& r) { return r.decisions_per_second; });
-    int64_t spills = 0, avoidable = 0, quota = 0, oversub = 0, tickets = 0, owned = 0;
+    int64_t spills = 0, avoidable = 0, quota = 0, oversub = 0, tickets = 0, owned = 0, floor = 0;
     for (const RunResult* r : rs) {
       spills += r->spills;
       avoidable += r->avoidable_spills;
@@ -104,12 +104,15 @@ std::string TextSummary(const std::vector<RunResult>& runs, const ReportContext&
                  r->audit.over_quota;
       tickets += r->tickets_placed;
       owned += r->tickets_on_owned_unit;
+      floor += r->unit_openings_floor;
     }
     const std::string affinity =
         tickets > 0 ? absl::StrFormat("%.3f", static_cast<double>(owned) / static_cast<double>(tickets)) : "-";
-    absl::StrAppend(&out, absl::StrFormat("%-14s %5d %9.2f ±%5.2f %12.1f %12.1f %9s %7d %9d %7d %8d %12.0f\n",
+    const std::string ceiling =
+        tickets > 0 ? absl::StrFormat("%.3f", 1.0 - static_cast<double>(floor) / static_cast<double>(tickets)) : "-";
+    absl::StrAppend(&out, absl::StrFormat("%-14s %5d %9.2f ±%5.2f %12.1f %12.1f %9s %8s %7d %9d %7d %8d %12.0f\n",
                                           policy, rs.size(), alloc.mean, alloc.sd, unalloc.mean, frag.mean,
-                                          affinity, spills, avoidable, quota, oversub, dps.mean));
+                                          affinity, ceiling, spills, avoidable, quota, oversub, dps.mean));
   }
   for (const auto& [policy, rs] : ByPolicy(runs)) {
     std::map<std::string, int64_t> failed;
@@ -190,6 +193,14 @@ std::string JsonReport(const std::vector<RunResult>& runs, const ReportContext& 
     } else {
       w.Double(r.affinity_ratio);
     }
+    w.Key("affinity_ceiling");
+    if (r.affinity_ceiling < 0) {
+      w.Null();
+    } else {
+      w.Double(r.affinity_ceiling);
+    }
+    w.Key("unit_openings_floor");
+    w.Int64(r.unit_openings_floor);
     w.Key("tickets_placed");
     w.Int64(r.tickets_placed);
     w.Key("spills");

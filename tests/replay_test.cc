@@ -149,6 +149,10 @@ TEST(ReplayTraceFormat, HandCheckedOutcome) {
   EXPECT_EQ(r.tickets_placed, 3);
   EXPECT_EQ(r.tickets_on_owned_unit, 1);
   EXPECT_DOUBLE_EQ(r.affinity_ratio, 1.0 / 3);
+  // team-a's two tickets fit one unit of 2, team-b's one needs its own: no packing opens
+  // fewer than 2 units for 3 tickets, and this run opened exactly those.
+  EXPECT_EQ(r.unit_openings_floor, 2);
+  EXPECT_DOUBLE_EQ(r.affinity_ceiling, 1.0 / 3);
   EXPECT_EQ(r.audit.oversubscribed_units, 0);
   ASSERT_TRUE(r.mirror_audit.has_value());
   EXPECT_EQ(r.mirror_audit->oversubscribed_units, 0);
@@ -187,6 +191,9 @@ TEST(ReplayAvoidableSpills, ASpillForcedByCpuIsNotAvoidable) {
                                         "team-a/t2 d nvidia.com/mig-1g.5gb.shared/0x1"));
   EXPECT_EQ(r.spills, 1);
   EXPECT_EQ(r.avoidable_spills, 0);
+  // The ceiling leaves cpu out: both tickets fit one unit of 2.
+  EXPECT_EQ(r.unit_openings_floor, 1);
+  EXPECT_DOUBLE_EQ(r.affinity_ceiling, 0.5);
 }
 
 // kube-scheduler's percentageOfNodesToScore hands the extender 100 of 120 nodes, starting
@@ -211,6 +218,32 @@ TEST(ReplayAvoidableSpills, ASpillPastTheCandidateCutOffIsAvoidable) {
   EXPECT_EQ(r.placements.back(), "team-a/t2 n020 nvidia.com/mig-1g.5gb.shared/0x1");
   EXPECT_EQ(r.spills, 1);
   EXPECT_EQ(r.avoidable_spills, 1);
+}
+
+TEST(UnitOpeningFloor, CountsTheUnitsEachBusyPeriodNeedsAtItsPeak) {
+  UnitOpeningFloor floor;
+  const OfferingId ts = 3;
+  floor.Placed("a/1", "a", ts, 2);
+  floor.Placed("a/2", "a", ts, 2);
+  EXPECT_EQ(floor.openings(), 1);
+  floor.Placed("a/3", "a", ts, 2);  // 3 tickets need 2 units of 2
+  EXPECT_EQ(floor.openings(), 2);
+  floor.Removed("a/3");
+  floor.Placed("a/4", "a", ts, 2);  // back to 3: the second unit may still be open
+  EXPECT_EQ(floor.openings(), 2);
+  floor.Placed("a/4", "a", ts, 2);  // the same pod again counts once
+  floor.Removed("a/1");
+  floor.Removed("a/2");
+  floor.Removed("a/4");  // no ticket left: every unit of a's was released
+  floor.Removed("a/4");
+  floor.Removed("never/placed");
+  floor.Placed("a/5", "a", ts, 2);
+  EXPECT_EQ(floor.openings(), 3);
+  floor.Placed("b/1", "b", ts, 2);  // another project never shares a's unit
+  floor.Placed("a/6", "a", ts + 1, 2);  // nor does another offering
+  EXPECT_EQ(floor.openings(), 5);
+  floor.Placed("a/7", "a", ts, 0);  // no node offers it: nothing to count
+  EXPECT_EQ(floor.openings(), 5);
 }
 
 TEST(ReplayTraceFormat, RecordReplaysTheSamePlacements) {
@@ -616,7 +649,7 @@ TEST(ReplayReport, JsonAndSvgCarryEveryRun) {
   ASSERT_FALSE(doc.HasParseError());
   ASSERT_EQ(doc["runs"].Size(), 2u);
   for (const char* key : {"policy", "seed", "load", "gpu_allocation", "unallocated_gpus", "fragmentation",
-                          "affinity_ratio", "spills", "avoidable_spills", "oversubscribed_units", "pods_failed", "latency_us",
+                          "affinity_ratio", "affinity_ceiling", "unit_openings_floor", "spills", "avoidable_spills", "oversubscribed_units", "pods_failed", "latency_us",
                           "decisions_per_second", "curve"}) {
     EXPECT_TRUE(doc["runs"][0].HasMember(key)) << key;
   }
