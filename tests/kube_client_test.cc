@@ -148,7 +148,10 @@ class ClosesReusedConnectionsServer {
           static constexpr char kAnswer[] =
               "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
               "Connection: keep-alive\r\n\r\n{}";
-          if (write(conn, kAnswer, sizeof(kAnswer) - 1) > 0) answered_.fetch_add(1);
+          // Counted before it is sent: the client may read the answer, and the test read the
+          // count, before this thread would get past write().
+          answered_.fetch_add(1);
+          if (write(conn, kAnswer, sizeof(kAnswer) - 1) <= 0) answered_.fetch_sub(1);
           if (ReadRequest(conn)) closed_unanswered_.fetch_add(1);
         }
         close(conn);
