@@ -651,11 +651,28 @@ std::string BindFailureMessage(const absl::Status& s) {
                       : absl::StrCat("binding rejected: ", s.message());
 }
 
+// DRA-backed units: the real devices, as gpu.themelio.io/dra-devices (assignment.h).
+void AddDraDeviceAnnotation(const ClusterState& state, const Assignment& a,
+                            std::map<std::string, std::string>& annotations) {
+  const NodeState* node = state.FindNode(a.node);
+  const NodeOffering* no = node != nullptr ? node->Find(a.offering) : nullptr;
+  if (no == nullptr || !no->dra) return;
+  std::string devices;
+  for (int32_t i : a.units) {
+    const size_t u = static_cast<size_t>(i);
+    if (u >= no->unit_devices.size()) continue;
+    absl::StrAppend(&devices, devices.empty() ? "" : ",", no->unit_devices[u], "=",
+                    u < no->unit_uuids.size() ? no->unit_uuids[u] : "");
+  }
+  annotations[std::string(kAnnotationDraDevices)] = devices;
+}
+
 // gse_bind_total's outcome for a reservation the core refused.
 const char* RefusalOutcome(ReserveRefusal refusal) {
   switch (refusal) {
     case ReserveRefusal::kQuota: return "quota";
     case ReserveRefusal::kNoFit: return "no_fit";
+    case ReserveRefusal::kDraRefused: return "dra_refused";
     case ReserveRefusal::kNone:
     case ReserveRefusal::kUnitTaken: break;
   }
@@ -793,7 +810,10 @@ VerbResult ExtenderService::Bind(std::string body) {
 
   std::map<std::string, std::string> annotations = impl_->mirror->Read(
       [&](const ClusterState& state) {
-        return AssignmentAnnotations(*reserved, state.catalog(), request.project);
+        std::map<std::string, std::string> out =
+            AssignmentAnnotations(*reserved, state.catalog(), request.project);
+        AddDraDeviceAnnotation(state, *reserved, out);
+        return out;
       });
   const char* placement = time_sliced ? (reservation.own_unit ? "own_unit" : "new_unit") : "";
   double seconds = 0;
@@ -914,6 +934,45 @@ VerbResult ExtenderService::Preempt(std::string body) {
 
 // ---------------------------------------------------------------- debug state
 
+namespace {
+// /debug/state's "dra" object (DRA mode): the mirrored DRA objects' counts, the catalog drift,
+// and each node's kind over the offerings it has: "device-plugin", "dra", "mixed" (some of
+// each: a node in migration) or "none".
+void WriteDraDebug(JsonWriter& w, const ClusterState& state,
+                   const std::vector<const NodeState*>& nodes) {
+  w.Key("dra");
+  w.StartObject();
+  w.Key("device_classes");
+  w.Uint64(state.dra().device_class_count());
+  w.Key("resource_slices");
+  w.Uint64(state.dra().resource_slice_count());
+  w.Key("resource_claims");
+  w.Uint64(state.dra().resource_claim_count());
+  w.Key("drift");
+  w.StartArray();
+  for (const std::string& line : state.DraDrift()) String(w, line);
+  w.EndArray();
+  w.Key("nodes");
+  w.StartArray();
+  for (const NodeState* node : nodes) {
+    bool dra = false, plugin = false;
+    for (const NodeOffering& no : node->offerings) {
+      const DraNodeKind kind = ClusterState::KindOf(*node, no.offering);
+      dra |= kind == DraNodeKind::kDra;
+      plugin |= kind == DraNodeKind::kDevicePlugin;
+    }
+    w.StartObject();
+    w.Key("node");
+    String(w, node->name);
+    w.Key("kind");
+    String(w, dra && plugin ? "mixed" : dra ? "dra" : plugin ? "device-plugin" : "none");
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+}  // namespace
+
 std::string ExtenderService::DebugStateJson() const {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
@@ -962,8 +1021,23 @@ std::string ExtenderService::DebugStateJson() const {
           }
           w.Key("draining");
           w.Bool(unit.draining);
-          // The node agent's published inventory (when trusted): the device and its health.
-          if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+          w.Key("kind");
+          String(w, DraNodeKindName(ClusterState::KindOf(*node, no->offering)));
+          if (no->dra && static_cast<size_t>(unit.index) < no->unit_devices.size()) {
+            // DRA-backed: the device (driver/pool/name) and its UUID ("" when it publishes
+            // none); user_claim: a user-made ResourceClaim holds it (no new holders).
+            w.Key("device");
+            String(w, no->unit_devices[static_cast<size_t>(unit.index)]);
+            w.Key("uuid");
+            String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
+            w.Key("user_claim");
+            w.Bool(unit.unhealthy);
+            if (!no->dra_problem.empty()) {
+              w.Key("dra_problem");
+              String(w, no->dra_problem);
+            }
+          } else if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+            // The node agent's published inventory (when trusted): the device and its health.
             w.Key("uuid");
             String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
             w.Key("healthy");
@@ -1093,6 +1167,8 @@ std::string ExtenderService::DebugStateJson() const {
       w.EndObject();
     }
     w.EndArray();
+
+    if (state.options().dra) WriteDraDebug(w, state, nodes);
 
     w.Key("nodes");
     w.Uint64(state.nodes().size());
