@@ -800,7 +800,14 @@ VerbResult ExtenderService::Bind(std::string body) {
 
   const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
-  const ReserveDecision reservation = impl_->core.Reserve(claim, request, target->node);
+  absl::StatusOr<std::string> dra_claim = DraClaimKey(*target, request);
+  if (!dra_claim.ok()) {
+    return answer(offering_label, "dra_refused", -1,
+                  absl::StrCat("binding rejected: ", target->node, ": ",
+                               dra_claim.status().message()));
+  }
+  const ReserveDecision reservation = impl_->core.Reserve(
+      claim, request, target->node, DecisionCore::kDraClaimWait, *dra_claim);
   const absl::StatusOr<Assignment>& reserved = reservation.assignment;
   if (!reserved.ok()) {
     return answer(offering_label, RefusalOutcome(reservation.refusal), -1,
@@ -842,6 +849,29 @@ VerbResult ExtenderService::Bind(std::string body) {
   decision.amount_per_unit = reserved->amount_per_unit;
   decision.placement = placement;
   return answer(offering_label, "bound", seconds, "");
+}
+
+absl::StatusOr<std::string> ExtenderService::DraClaimKey(const BindTarget& target,
+                                                         const PodRequest& request) const {
+  if (!impl_->options.dra_claim_name) return std::string();
+  const bool dra_node = impl_->mirror->Read([&](const ClusterState& state) {
+    const NodeState* node = state.FindNode(target.node);
+    const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
+    return state.options().dra && no != nullptr && no->dra;
+  });
+  if (!dra_node) return std::string();
+  absl::StatusOr<std::string> name =
+      impl_->options.dra_claim_name(target.pod_namespace, target.pod_name);
+  if (!name.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot read the pod's extendedResourceClaimStatus: ", name.status().message()));
+  }
+  if (name->empty()) {
+    return absl::FailedPreconditionError(
+        "DRA node: the pod's status names no extended-resource claim (kube-scheduler writes it "
+        "before bind); not bound, retry");
+  }
+  return absl::StrCat(target.pod_namespace, "/", *name);
 }
 
 VerbResult ExtenderService::RefuseBind(std::string body, absl::string_view outcome,

@@ -166,14 +166,16 @@ std::string HolderProject(const ClusterState& state, const DraHolder& h) {
 // extended-resource claim on the node, for at most `wait`; at once unless the node offering
 // is DRA-backed.
 void WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& request,
-                     const std::string& node_name, absl::Duration wait) {
+                     const std::string& node_name, absl::Duration wait,
+                     const std::string& claim_key) {
   const absl::Time deadline = absl::Now() + wait;
   while (true) {
     const bool done = mirror.Read([&](const ClusterState& state) {
       if (!state.options().dra) return true;
       const NodeState* node = state.FindNode(node_name);
       const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
-      return no == nullptr || !no->dra || !state.DraExtendedClaimOf(node_name, claim.uid).empty();
+      return no == nullptr || !no->dra ||
+             !state.DraExtendedClaimOf(node_name, claim.uid, claim_key).empty();
     });
     if (done || absl::Now() >= deadline) return;
     absl::SleepFor(absl::Milliseconds(10));
@@ -184,18 +186,20 @@ void WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& re
 
 absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const PodClaim& claim,
                                              const PodRequest& request, const NodeState& node,
-                                             const NodeOffering& no) {
+                                             const NodeOffering& no,
+                                             const std::string& claim_key) {
   const Offering& offering = state.catalog().Get(request.offering);
-  const std::string key = state.DraExtendedClaimOf(node.name, claim.uid);
+  const std::string key = state.DraExtendedClaimOf(node.name, claim.uid, claim_key);
   if (key.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DRA node ", node.name, ": no allocated extended-resource claim of pod ", claim.key,
+        claim_key.empty() ? "" : absl::StrCat(" (", claim_key, ")"),
         " in the mirror (kube-scheduler writes it before bind); not bound, retry"));
   }
   if (absl::Status s = state.dra().VerifyAllocation(key, node.name); !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("DRA claim ", key, ": ", s.message()));
   }
-  std::vector<int32_t> units = state.DraChargedUnits(no, node.name, claim.uid);
+  std::vector<int32_t> units = state.DraUnitsOfClaim(no, node.name, key);
   // An extended-resource claim asks `amount` devices (ExactCount); a shared offering's pod
   // takes one share of one device.
   const size_t want = offering.shared() ? 1 : static_cast<size_t>(request.amount);
@@ -237,10 +241,11 @@ absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const Po
 
 ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& request,
                                       const std::string& node_name,
-                                      absl::Duration dra_claim_wait) {
+                                      absl::Duration dra_claim_wait,
+                                      const std::string& dra_claim_key) {
   ReserveDecision d;
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
-  WaitForDraClaim(*mirror_, claim, request, node_name, dra_claim_wait);
+  WaitForDraClaim(*mirror_, claim, request, node_name, dra_claim_wait, dra_claim_key);
   // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
   // re-check refuses what the chooser returned, the unit was taken under our feet.
   ReserveRefusal refusal = ReserveRefusal::kUnitTaken;
@@ -270,7 +275,8 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
         // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
         // units are the only choice; else the policy chooses.
         if (const NodeOffering* no = node->Find(request.offering); no != nullptr && no->dra) {
-          absl::StatusOr<Assignment> a = DraAllocatedUnits(state, claim, request, *node, *no);
+          absl::StatusOr<Assignment> a =
+              DraAllocatedUnits(state, claim, request, *node, *no, dra_claim_key);
           refusal = a.ok() ? ReserveRefusal::kUnitTaken : ReserveRefusal::kDraRefused;
           return a;
         }

@@ -81,7 +81,8 @@ struct ReserveDecision {
 // units as on any node.
 absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const PodClaim& claim,
                                              const PodRequest& request, const NodeState& node,
-                                             const NodeOffering& no);
+                                             const NodeOffering& no,
+                                             const std::string& claim_key = "");
 
 // One node kube-scheduler proposes for preemption and the pods (UIDs) it would evict there.
 struct VictimProposal {
@@ -121,9 +122,13 @@ class DecisionCore {
   // Bind waits up to `dra_claim_wait` for the pod's claim to reach the mirror (its watch may
   // trail kube-scheduler's PreBind by a moment).
   static constexpr absl::Duration kDraClaimWait = absl::Seconds(1);
+  // `dra_claim_key` ("" when unknown): the pod's extended-resource claim as its
+  // status.extendedResourceClaimStatus names it (read from the API at bind): that claim, and
+  // no older one the mirror may still hold, is verified.
   ReserveDecision Reserve(const PodClaim& claim, const PodRequest& request,
                           const std::string& node_name,
-                          absl::Duration dra_claim_wait = kDraClaimWait);
+                          absl::Duration dra_claim_wait = kDraClaimWait,
+                          const std::string& dra_claim_key = "");
 
   // preempt: for each proposal, whether `pod` fits on its node once its victims are gone.
   // Pods that ask for no catalog resource fit wherever victims are proposed.

@@ -473,9 +473,16 @@ class ClusterState {
   // devices. Charged pods and bind read the real devices from it.
   std::vector<int32_t> DraChargedUnits(const NodeOffering& no, absl::string_view node,
                                        absl::string_view pod_uid) const;
+  // The units of a DRA-backed offering that one claim (namespace/name) holds on the node,
+  // sorted (bind: the verified claim's devices, and no other claim's).
+  std::vector<int32_t> DraUnitsOfClaim(const NodeOffering& no, absl::string_view node,
+                                       absl::string_view claim_key) const;
   // The key (namespace/name) of the scheduler's allocated extended-resource claim of the pod
-  // (`pod_uid`) on `node`, "" when the mirror has none.
-  std::string DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid) const;
+  // (`pod_uid`) on `node`, "" when the mirror has none that is not terminating, or several.
+  // With `claim_key` (the pod's status.extendedResourceClaimStatus, read at bind): that claim,
+  // when the mirror has it allocated on `node` for that pod and not terminating, else "".
+  std::string DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
+                                 absl::string_view claim_key = "") const;
   // Catalog drift (DraState::Drift) against this state's catalog.
   std::vector<std::string> DraDrift() const { return dra_.Drift(*catalog_); }
 

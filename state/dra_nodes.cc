@@ -104,10 +104,13 @@ std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,
                                                    absl::string_view pod_uid) const {
   std::vector<int32_t> out;
   if (!no.dra || pod_uid.empty()) return out;
-  // HoldersOn scans the mirrored claims: called for charged pods on DRA-backed offerings only
-  // (pods bound by another binder, or before us), not on any decision's path.
+  // HoldersOn scans the mirrored claims: called for pods bound on DRA-backed offerings and
+  // once per bind there. A terminating claim (a failed attempt's, being deleted) holds
+  // nothing of the pod's.
   for (const DraHolder& h : dra_.HoldersOn(node)) {
     if (h.pod_uid != pod_uid) continue;
+    const DraResourceClaim* c = dra_.ResourceClaim(h.claim_key);
+    if (c == nullptr || c->terminating) continue;
     const std::string device = h.device.ToString();
     for (size_t i = 0; i < no.unit_devices.size(); ++i) {
       if (no.unit_devices[i] == device) out.push_back(static_cast<int32_t>(i));
@@ -118,13 +121,49 @@ std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,
   return out;
 }
 
-std::string ClusterState::DraExtendedClaimOf(absl::string_view node,
-                                             absl::string_view pod_uid) const {
-  if (pod_uid.empty()) return "";
+std::vector<int32_t> ClusterState::DraUnitsOfClaim(const NodeOffering& no,
+                                                   absl::string_view node,
+                                                   absl::string_view claim_key) const {
+  std::vector<int32_t> out;
+  if (!no.dra) return out;
   for (const DraHolder& h : dra_.HoldersOn(node)) {
-    if (h.extended && h.pod_uid == pod_uid) return h.claim_key;
+    if (h.claim_key != claim_key) continue;
+    const std::string device = h.device.ToString();
+    for (size_t i = 0; i < no.unit_devices.size(); ++i) {
+      if (no.unit_devices[i] == device) out.push_back(static_cast<int32_t>(i));
+    }
   }
-  return "";
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string ClusterState::DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
+                                             absl::string_view claim_key) const {
+  if (pod_uid.empty()) return "";
+  if (!claim_key.empty()) {
+    const DraResourceClaim* c = dra_.ResourceClaim(claim_key);
+    if (c == nullptr || c->terminating || !c->allocated || !c->IsExtendedResourceClaim() ||
+        c->owner_pod_uid != pod_uid) {
+      return "";
+    }
+    for (const DraHolder& h : dra_.HoldersOn(node)) {
+      if (h.claim_key == claim_key) return std::string(claim_key);
+    }
+    return "";
+  }
+  // A failed bind's claim is deleted (Unreserve) and the retry makes a new one: the old one
+  // is terminating first (its delete-protection finalizer), and the claim watch delivers that
+  // before the new claim. Two live claims of one pod: not decided until one goes.
+  std::string found;
+  for (const DraHolder& h : dra_.HoldersOn(node)) {
+    if (!h.extended || h.pod_uid != pod_uid || h.claim_key == found) continue;
+    const DraResourceClaim* c = dra_.ResourceClaim(h.claim_key);
+    if (c == nullptr || c->terminating) continue;
+    if (!found.empty()) return "";
+    found = h.claim_key;
+  }
+  return found;
 }
 
 void ClusterState::RederiveDraNodes(absl::string_view node) {

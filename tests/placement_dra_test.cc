@@ -70,11 +70,13 @@ std::string SliceJson(const std::string& node, const std::vector<int>& order, bo
 // The scheduler's extended-resource claim of pod ns/pod (uid "uid-<pod>") holding `device`
 // on `node` (one share when `shared`).
 std::string ClaimJson(const std::string& ns, const std::string& pod, const std::string& node,
-                      const std::string& device, const std::string& cls, bool shared) {
+                      const std::string& device, const std::string& cls, bool shared,
+                      const std::string& suffix = "x") {
   return absl::StrCat(
       R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":")", pod,
-      R"(-extended-resources-x","namespace":")", ns, R"(","uid":"uid-claim-)", pod,
-      R"(","annotations":{"resource.kubernetes.io/extended-resource-claim":"true"},)",
+      "-extended-resources-", suffix, R"(","namespace":")", ns, R"(","uid":"uid-claim-)", pod,
+      suffix, "\"", suffix == "terminating" ? R"(,"deletionTimestamp":"2026-12-01T00:00:00Z")" : "",
+      R"(,"annotations":{"resource.kubernetes.io/extended-resource-claim":"true"},)",
       R"("ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":")", pod,
       R"(","uid":"uid-)", pod, R"(","controller":true}]},)",
       R"("spec":{"devices":{"requests":[{"name":"container-0-request-0","exactly":{)",
@@ -163,11 +165,23 @@ class PlacementDraTest : public ::testing::Test {
     return d.verdicts.at(0);
   }
 
-  ReserveDecision Bind(const std::string& ns, const std::string& pod) {
+  ReserveDecision Bind(const std::string& ns, const std::string& pod,
+                       const std::string& claim_key = "") {
     const PodObject p = Pod(ns, pod, kShared);
     const DecisionCore::Resolved r = core_.Resolve(p);
     return core_.Reserve(PodClaim{p.Key(), p.uid, ns, r.request.project}, r.request, kNode,
-                         absl::ZeroDuration());
+                         absl::ZeroDuration(), claim_key);
+  }
+
+  void ClaimWithSuffix(const std::string& ns, const std::string& pod, const std::string& device,
+                       const std::string& suffix) {
+    mirror_.Write([&](ClusterState& s) {
+      for (auto& c : Decode(ClaimJson(ns, pod, kNode, device, "gpu-shared.nvidia.com", true,
+                                      suffix))
+                         .resource_claims) {
+        s.ApplyResourceClaim(c);
+      }
+    });
   }
 
   Mirror mirror_;
@@ -251,6 +265,38 @@ TEST_F(PlacementDraTest, BindRefusesWithoutAClaimOrWithAClaimElsewhere) {
   d = Bind("team-a", "a1");
   ASSERT_FALSE(d.assignment.ok());
   EXPECT_EQ(d.refusal, ReserveRefusal::kDraRefused);
+}
+
+TEST_F(PlacementDraTest, BindVerifiesTheClaimThePodsStatusNamesNotAStaleOne) {
+  SharedCluster();
+  Bound("team-a", "a1", "gpu-0");
+  // A failed attempt's claim on team-a's gpu-0 that the mirror still holds, and the retry's
+  // claim on gpu-1.
+  ClaimWithSuffix("team-b", "b1", "gpu-0", "old");
+  ClaimWithSuffix("team-b", "b1", "gpu-1", "new");
+  // Two live claims of one pod and no name: not decided.
+  ReserveDecision d = Bind("team-b", "b1");
+  ASSERT_FALSE(d.assignment.ok());
+  EXPECT_THAT(std::string(d.assignment.status().message()),
+              HasSubstr("no allocated extended-resource claim of pod team-b/b1"));
+  // The claim the pod's status names: gpu-1.
+  d = Bind("team-b", "b1", "team-b/b1-extended-resources-new");
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  EXPECT_THAT(d.assignment->units, ElementsAre(1));
+}
+
+TEST_F(PlacementDraTest, ATerminatingClaimIsNotThePodsClaim) {
+  SharedCluster();
+  Bound("team-a", "a1", "gpu-0");
+  ClaimWithSuffix("team-b", "b1", "gpu-0", "terminating");
+  ClaimWithSuffix("team-b", "b1", "gpu-1", "new");
+  const ReserveDecision d = Bind("team-b", "b1");
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  EXPECT_THAT(d.assignment->units, ElementsAre(1));
+  // Named, a terminating claim is refused.
+  mirror_.Write([](ClusterState& s) { s.Release(PodIdOf("uid-b1", "team-b/b1")); });
+  const ReserveDecision named = Bind("team-b", "b1", "team-b/b1-extended-resources-terminating");
+  EXPECT_FALSE(named.assignment.ok());
 }
 
 TEST_F(PlacementDraTest, QuotaInUnitsHoldsOnDraNodes) {
