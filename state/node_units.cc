@@ -297,6 +297,9 @@ void DeriveDraOfferings(const Catalog& catalog, const DraState& dra, const NodeO
       holders_read = true;
     }
     DerivedOffering o = DeriveDraOffering(offering, *cls, dra, node, holders);
+    // No device of the class here and nothing to report: the node offers nothing of it (a
+    // CPU node, or a device-plugin node without this name), as KEP-5004's "neither".
+    if (o.count == 0 && o.reason.empty() && o.dra_problem.empty()) continue;
     if (same != d.offerings.end()) {
       *same = std::move(o);
     } else {

@@ -138,6 +138,18 @@ TEST(ClusterStateDra, MixedClusterKindsAndUnitsInWalkOrder) {
   EXPECT_TRUE(s.Audit().problems.empty());
 }
 
+TEST(ClusterStateDra, ANodeWithoutDevicesOfTheClassOffersNothing) {
+  // A CPU node and a device-plugin node without the name: a class maps it and allocatable is
+  // absent, but no device of the class is there.
+  ClusterState s(BuiltIn(), DraOn());
+  ApplyClassAndSlice(s);
+  s.ApplyNode(Node("cpu-1", {}));
+  s.ApplyNode(Node(kPluginNode, {{"nvidia.com/gpu", 2}}));
+  EXPECT_EQ(MigOn(s, "cpu-1"), nullptr);
+  EXPECT_EQ(MigOn(s, kPluginNode), nullptr);
+  EXPECT_TRUE(s.FindNode("cpu-1")->offerings.empty());
+}
+
 TEST(ClusterStateDra, OffByDefaultIgnoresDraObjects) {
   ClusterState s(BuiltIn(), MirrorOptions{});
   s.ApplyNode(Node(kDraNode, {}));
@@ -220,11 +232,11 @@ TEST(ClusterStateDra, DeviceClassEditedUnderTheState) {
   EXPECT_EQ(no->advertised_units, 0);
   EXPECT_EQ(no->unusable_reason, "DeviceClass selectors not understood");
   EXPECT_THAT(no->dra_problem, HasSubstr("not understood"));
-  // Another profile: no device matches.
+  // Another profile: no device matches, the node offers nothing of the name.
   for (auto& c : Decode(Edit(cls, "== '1g.5gb'", "== '2g.10gb'")).device_classes) {
     s.ApplyDeviceClass(std::move(c));
   }
-  EXPECT_EQ(MigOn(s, kDraNode)->advertised_units, 0);
+  EXPECT_EQ(MigOn(s, kDraNode), nullptr);
   // Back: seven units again. The class removed: the name maps to nothing on the node.
   for (auto& c : Decode(cls).device_classes) s.ApplyDeviceClass(std::move(c));
   EXPECT_EQ(MigOn(s, kDraNode)->advertised_units, 7);
