@@ -352,6 +352,24 @@ class LiveDraTest : public ::testing::Test {
     return last;
   }
 
+  // Ready comes with the first list; the watches open right after it. A bind right then may
+  // find the claim PreBind wrote not mirrored within DecisionCore::kDraClaimWait (refused,
+  // retried by kube-scheduler), so tests that count attempts wait for the claim watch first:
+  // a probe claim seen by the mirror.
+  void WaitForClaimWatch(LiveExtender& e) {
+    ASSERT_TRUE(fake_.Apply("resourceclaims",
+                            R"({"metadata":{"name":"probe","namespace":"team-c"},"spec":{)"
+                            R"("devices":{"requests":[{"name":"r","exactly":{)"
+                            R"("deviceClassName":"gpu-shared.nvidia.com"}}]}}})")
+                    .ok());
+    auto claims = [&] {
+      return e.mirror->Read([](const ClusterState& s) { return s.dra().resource_claim_count(); });
+    };
+    ASSERT_TRUE(Eventually([&] { return claims() == 1; }));
+    ASSERT_TRUE(fake_.Delete("resourceclaims", "team-c", "probe"));
+    ASSERT_TRUE(Eventually([&] { return claims() == 0; }));
+  }
+
   FakeApiServer fake_;
   DraTestAllocator alloc_{fake_};
   ScratchDir dir_;
@@ -362,6 +380,7 @@ TEST_F(LiveDraTest, MixedClusterAnnotationsNameRealDevicesQuotasHoldAndRestartRe
   auto e = StartExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
+  WaitForClaimWatch(*e);
   EXPECT_TRUE(e->live->dra());
   // Both kinds, same names: 2 MIG units on each plugin node, 2 on dra-1, 2 on dra-2.
   const std::string state = e->service->DebugStateJson();
@@ -461,6 +480,7 @@ TEST_F(LiveDraTest, ASliceOrderThatDefeatsThePredictionMakesBindRefuse) {
   auto e = StartExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
+  WaitForClaimWatch(*e);
   // The allocator walks dra-2's slices b, a (informer order of an older scheduler); the
   // extender predicts the sorted walk a, b.
   alloc_.SetReverseSliceOrder(true);
