@@ -651,11 +651,28 @@ std::string BindFailureMessage(const absl::Status& s) {
                       : absl::StrCat("binding rejected: ", s.message());
 }
 
+// DRA-backed units: the real devices, as gpu.themelio.io/dra-devices (assignment.h).
+void AddDraDeviceAnnotation(const ClusterState& state, const Assignment& a,
+                            std::map<std::string, std::string>& annotations) {
+  const NodeState* node = state.FindNode(a.node);
+  const NodeOffering* no = node != nullptr ? node->Find(a.offering) : nullptr;
+  if (no == nullptr || !no->dra) return;
+  std::string devices;
+  for (int32_t i : a.units) {
+    const size_t u = static_cast<size_t>(i);
+    if (u >= no->unit_devices.size()) continue;
+    absl::StrAppend(&devices, devices.empty() ? "" : ",", no->unit_devices[u], "=",
+                    u < no->unit_uuids.size() ? no->unit_uuids[u] : "");
+  }
+  annotations[std::string(kAnnotationDraDevices)] = devices;
+}
+
 // gse_bind_total's outcome for a reservation the core refused.
 const char* RefusalOutcome(ReserveRefusal refusal) {
   switch (refusal) {
     case ReserveRefusal::kQuota: return "quota";
     case ReserveRefusal::kNoFit: return "no_fit";
+    case ReserveRefusal::kDraRefused: return "dra_refused";
     case ReserveRefusal::kNone:
     case ReserveRefusal::kUnitTaken: break;
   }
@@ -783,7 +800,14 @@ VerbResult ExtenderService::Bind(std::string body) {
 
   const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
-  const ReserveDecision reservation = impl_->core.Reserve(claim, request, target->node);
+  absl::StatusOr<std::string> dra_claim = DraClaimKey(*target, request);
+  if (!dra_claim.ok()) {
+    return answer(offering_label, "dra_refused", -1,
+                  absl::StrCat("binding rejected: ", target->node, ": ",
+                               dra_claim.status().message()));
+  }
+  const ReserveDecision reservation = impl_->core.Reserve(
+      claim, request, target->node, DecisionCore::kDraClaimWait, *dra_claim);
   const absl::StatusOr<Assignment>& reserved = reservation.assignment;
   if (!reserved.ok()) {
     return answer(offering_label, RefusalOutcome(reservation.refusal), -1,
@@ -793,7 +817,10 @@ VerbResult ExtenderService::Bind(std::string body) {
 
   std::map<std::string, std::string> annotations = impl_->mirror->Read(
       [&](const ClusterState& state) {
-        return AssignmentAnnotations(*reserved, state.catalog(), request.project);
+        std::map<std::string, std::string> out =
+            AssignmentAnnotations(*reserved, state.catalog(), request.project);
+        AddDraDeviceAnnotation(state, *reserved, out);
+        return out;
       });
   const char* placement = time_sliced ? (reservation.own_unit ? "own_unit" : "new_unit") : "";
   double seconds = 0;
@@ -822,6 +849,29 @@ VerbResult ExtenderService::Bind(std::string body) {
   decision.amount_per_unit = reserved->amount_per_unit;
   decision.placement = placement;
   return answer(offering_label, "bound", seconds, "");
+}
+
+absl::StatusOr<std::string> ExtenderService::DraClaimKey(const BindTarget& target,
+                                                         const PodRequest& request) const {
+  if (!impl_->options.dra_claim_name) return std::string();
+  const bool dra_node = impl_->mirror->Read([&](const ClusterState& state) {
+    const NodeState* node = state.FindNode(target.node);
+    const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
+    return state.options().dra && no != nullptr && no->dra;
+  });
+  if (!dra_node) return std::string();
+  absl::StatusOr<std::string> name =
+      impl_->options.dra_claim_name(target.pod_namespace, target.pod_name);
+  if (!name.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot read the pod's extendedResourceClaimStatus: ", name.status().message()));
+  }
+  if (name->empty()) {
+    return absl::FailedPreconditionError(
+        "DRA node: the pod's status names no extended-resource claim (kube-scheduler writes it "
+        "before bind); not bound, retry");
+  }
+  return absl::StrCat(target.pod_namespace, "/", *name);
 }
 
 VerbResult ExtenderService::RefuseBind(std::string body, absl::string_view outcome,
@@ -914,6 +964,45 @@ VerbResult ExtenderService::Preempt(std::string body) {
 
 // ---------------------------------------------------------------- debug state
 
+namespace {
+// /debug/state's "dra" object (DRA mode): the mirrored DRA objects' counts, the catalog drift,
+// and each node's kind over the offerings it has: "device-plugin", "dra", "mixed" (some of
+// each: a node in migration) or "none".
+void WriteDraDebug(JsonWriter& w, const ClusterState& state,
+                   const std::vector<const NodeState*>& nodes) {
+  w.Key("dra");
+  w.StartObject();
+  w.Key("device_classes");
+  w.Uint64(state.dra().device_class_count());
+  w.Key("resource_slices");
+  w.Uint64(state.dra().resource_slice_count());
+  w.Key("resource_claims");
+  w.Uint64(state.dra().resource_claim_count());
+  w.Key("drift");
+  w.StartArray();
+  for (const std::string& line : state.DraDrift()) String(w, line);
+  w.EndArray();
+  w.Key("nodes");
+  w.StartArray();
+  for (const NodeState* node : nodes) {
+    bool dra = false, plugin = false;
+    for (const NodeOffering& no : node->offerings) {
+      const DraNodeKind kind = ClusterState::KindOf(*node, no.offering);
+      dra |= kind == DraNodeKind::kDra;
+      plugin |= kind == DraNodeKind::kDevicePlugin;
+    }
+    w.StartObject();
+    w.Key("node");
+    String(w, node->name);
+    w.Key("kind");
+    String(w, dra && plugin ? "mixed" : dra ? "dra" : plugin ? "device-plugin" : "none");
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+}  // namespace
+
 std::string ExtenderService::DebugStateJson() const {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
@@ -962,8 +1051,23 @@ std::string ExtenderService::DebugStateJson() const {
           }
           w.Key("draining");
           w.Bool(unit.draining);
-          // The node agent's published inventory (when trusted): the device and its health.
-          if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+          w.Key("kind");
+          String(w, DraNodeKindName(ClusterState::KindOf(*node, no->offering)));
+          if (no->dra && static_cast<size_t>(unit.index) < no->unit_devices.size()) {
+            // DRA-backed: the device (driver/pool/name) and its UUID ("" when it publishes
+            // none); user_claim: a user-made ResourceClaim holds it (no new holders).
+            w.Key("device");
+            String(w, no->unit_devices[static_cast<size_t>(unit.index)]);
+            w.Key("uuid");
+            String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
+            w.Key("user_claim");
+            w.Bool(unit.unhealthy);
+            if (!no->dra_problem.empty()) {
+              w.Key("dra_problem");
+              String(w, no->dra_problem);
+            }
+          } else if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+            // The node agent's published inventory (when trusted): the device and its health.
             w.Key("uuid");
             String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
             w.Key("healthy");
@@ -1093,6 +1197,8 @@ std::string ExtenderService::DebugStateJson() const {
       w.EndObject();
     }
     w.EndArray();
+
+    if (state.options().dra) WriteDraDebug(w, state, nodes);
 
     w.Key("nodes");
     w.Uint64(state.nodes().size());

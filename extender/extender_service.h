@@ -12,18 +12,21 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "extender/decision_log.h"
 #include "extender/metrics.h"
 #include "kube/binder.h"
+#include "scoring/pod_request.h"
 #include "scoring/policies.h"
 #include "state/mirror.h"
 
@@ -47,6 +50,12 @@ struct ServiceOptions {
   // binary's stderr log at the --decision-log level. Embedders that want silence pass a
   // DecisionLog with DecisionLogLevel::kOff.
   DecisionLog* decision_log = nullptr;
+  // DRA mode (docs/dra.md): reads a pod's status.extendedResourceClaimStatus.resourceClaimName
+  // from the API (one GET; LiveCluster::DraClaimNameReader). Bind on a DRA node verifies that
+  // claim, not an older one of a failed attempt the mirror may still hold. Empty: the mirror's
+  // only live claim of the pod is taken.
+  std::function<absl::StatusOr<std::string>(absl::string_view ns, absl::string_view pod)>
+      dra_claim_name;
 };
 
 // Whether a replica decides, and if not, what it tells kube-scheduler and operators: the
@@ -115,6 +124,11 @@ class ExtenderService {
   struct Impl;
   // readiness() for an answer that refuses (never "ready").
   Readiness WhyNotReady() const;
+  // Bind on a DRA node with ServiceOptions::dra_claim_name: "namespace/name" of the pod's
+  // extended-resource claim as its status names it (one GET), FailedPrecondition when it
+  // cannot be read or names none; "" elsewhere or without the hook.
+  absl::StatusOr<std::string> DraClaimKey(const BindTarget& target,
+                                          const PodRequest& request) const;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<PlacementPolicy> policy_;
   // ready_ is the verbs' fast check; readiness_ says why not (read only when not ready).

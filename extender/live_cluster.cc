@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <utility>
 
 // absl's flag storage reads through a seqlock whose std::atomic_thread_fence GCC rejects in
@@ -18,7 +20,10 @@
 #endif
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "rapidjson/document.h"
 #include "scoring/pod_request.h"
+#include "state/dra_objects.h"
+#include "state/json_reader.h"
 
 ABSL_FLAG(std::string, kubeconfig, "",
           "kubeconfig file: run against that cluster's API server (list/watch nodes, pods, "
@@ -87,6 +92,13 @@ ABSL_FLAG(absl::Duration, agent_heartbeat_timeout, absl::Seconds(60),
           "(agent_stale, gse_nodes_agent_stale); keep it at least 2x the agents' "
           "--heartbeat-interval");
 
+ABSL_FLAG(std::string, dra_mode, "off",
+          "DRA mode (docs/dra.md): on = also list and watch resource.k8s.io/v1 DeviceClasses, "
+          "ResourceSlices and ResourceClaims, and take a node's units of an offering that a "
+          "DeviceClass maps (allocatable 0 or absent) from its DRA devices; auto = on when the "
+          "API server serves resource.k8s.io/v1 (discovery at start-up), else off; off = as "
+          "before DRA mode");
+
 namespace gse {
 
 const char* const kLiveClusterFlags[] = {"kubeconfig",
@@ -108,7 +120,8 @@ const char* const kLiveClusterFlags[] = {"kubeconfig",
                                          "takeover_requeue_qps",
                                          "takeover_requeue_settle",
                                          "agent_lease_namespace",
-                                         "agent_heartbeat_timeout"};
+                                         "agent_heartbeat_timeout",
+                                         "dra_mode"};
 const int kLiveClusterFlagCount =
     static_cast<int>(sizeof(kLiveClusterFlags) / sizeof(kLiveClusterFlags[0]));
 
@@ -211,11 +224,34 @@ absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
         absl::StrCat("--agent-heartbeat-timeout=", absl::FormatDuration(o.agent_heartbeat_timeout),
                      ": want 1s to 1h"));
   }
+  const std::string dra_mode = absl::GetFlag(FLAGS_dra_mode);
+  if (dra_mode == "off") {
+    o.dra_mode = DraMode::kOff;
+  } else if (dra_mode == "on") {
+    o.dra_mode = DraMode::kOn;
+  } else if (dra_mode == "auto") {
+    o.dra_mode = DraMode::kAuto;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dra-mode=\"", dra_mode, "\": want off, on or auto"));
+  }
   if (o.kubeconfig.empty() && !o.in_cluster) {
     return absl::InvalidArgumentError(
         "no Kubernetes API configured: give --kubeconfig, or run in a pod (--in-cluster)");
   }
   return o;
+}
+
+absl::StatusOr<bool> ResolveDraMode(DraMode mode, KubeClient& client) {
+  if (mode != DraMode::kAuto) return mode == DraMode::kOn;
+  // Discovery of the group version: 404 means the API server does not serve it (before 1.34,
+  // or resource.k8s.io/v1 disabled). Anything else is not an answer: fail rather than guess
+  // a mode that changes what every node offers.
+  absl::StatusOr<std::string> got = client.Get(std::string(kDraDiscoveryPath));
+  if (got.ok()) return true;
+  if (got.status().code() == absl::StatusCode::kNotFound) return false;
+  return absl::UnavailableError(absl::StrCat("--dra-mode=auto: discovery GET ", kDraDiscoveryPath,
+                                             " failed: ", got.status().message()));
 }
 
 LiveCluster::LiveCluster(LiveClusterOptions options, Mirror* mirror,
@@ -282,11 +318,35 @@ absl::StatusOr<std::unique_ptr<LiveCluster>> LiveCluster::Connect(LiveClusterOpt
   if (options.leader_elect) {
     if (absl::Status s = ValidateLeaderElectionOptions(options.election); !s.ok()) return s;
   }
+  absl::StatusOr<bool> dra = ResolveDraMode(options.dra_mode, **client);
+  if (!dra.ok()) return dra.status();
+  options.reflector.dra = *dra;
+  // Before the reflector's first list: the mirror then derives DRA-backed offerings.
+  if (*dra) mirror->Write([](ClusterState& s) { s.EnableDra(); });
   return std::unique_ptr<LiveCluster>(new LiveCluster(
       std::move(options), mirror, *std::move(client), std::move(election_client)));
 }
 
 LiveCluster::~LiveCluster() { Stop(); }
+
+std::function<absl::StatusOr<std::string>(absl::string_view, absl::string_view)>
+LiveCluster::DraClaimNameReader() {
+  if (!dra()) return nullptr;
+  KubeClient* client = client_.get();
+  return [client](absl::string_view ns,
+                  absl::string_view pod) -> absl::StatusOr<std::string> {
+    // Short: it runs inside a bind, whose own deadline kube-scheduler enforces.
+    absl::StatusOr<std::string> body = client->GetWithTimeout(
+        absl::StrCat("/api/v1/namespaces/", ns, "/pods/", pod), absl::Seconds(1));
+    if (!body.ok()) return body.status();
+    rapidjson::Document doc;
+    if (absl::Status s = ParseJsonLimited(*body, doc); !s.ok()) return s;
+    absl::StatusOr<std::optional<DraExtendedResourceClaimStatus>> status =
+        DecodeExtendedResourceClaimStatus(doc, "Pod");
+    if (!status.ok()) return status.status();
+    return status->has_value() ? (*status)->resource_claim_name : std::string();
+  };
+}
 
 void LiveCluster::Start(ExtenderService* service) {
   {

@@ -74,12 +74,18 @@ ABSL_DECLARE_FLAG(double, takeover_requeue_qps);
 ABSL_DECLARE_FLAG(absl::Duration, takeover_requeue_settle);
 ABSL_DECLARE_FLAG(std::string, agent_lease_namespace);
 ABSL_DECLARE_FLAG(absl::Duration, agent_heartbeat_timeout);
+ABSL_DECLARE_FLAG(std::string, dra_mode);
 
 namespace gse {
 
 // The flags above in --help order (for main.cc's usage text).
 extern const char* const kLiveClusterFlags[];
 extern const int kLiveClusterFlagCount;
+
+// --dra-mode (docs/dra.md).
+enum class DraMode { kOff, kOn, kAuto };
+// The discovery path that --dra-mode=auto asks: served (2xx) -> on, 404 -> off.
+inline constexpr absl::string_view kDraDiscoveryPath = "/apis/resource.k8s.io/v1";
 
 struct LiveClusterOptions {
   std::string kubeconfig;  // a kubeconfig file, or empty for in-cluster
@@ -108,7 +114,14 @@ struct LiveClusterOptions {
   // Called for every write after the write limiter decided (op "bind" or "lease"), e.g. for
   // ExtenderMetrics::ObserveApiWrite. May be empty.
   std::function<void(absl::string_view op, bool sent, absl::Duration waited)> on_api_write;
+  // --dra-mode; Connect resolves kAuto by discovery and sets reflector.dra and the mirror's
+  // DRA mode (ClusterState::EnableDra) before anything is listed.
+  DraMode dra_mode = DraMode::kOff;
 };
+
+// kOn/kOff as given; kAuto: whether `client`'s API server serves resource.k8s.io/v1 (a 404 of
+// kDraDiscoveryPath says no), Unavailable when the discovery call fails otherwise.
+absl::StatusOr<bool> ResolveDraMode(DraMode mode, KubeClient& client);
 
 // True when the flags (or the environment) ask for a live cluster: --kubeconfig is set, or
 // --in-cluster=true, or --in-cluster=auto (the default) inside a pod (KUBERNETES_SERVICE_HOST).
@@ -138,6 +151,12 @@ class LiveCluster {
 
   bool synced() const;
   bool leader() const;  // true without leader election
+  bool dra() const { return options_.reflector.dra; }  // DRA mode as resolved by Connect
+  // For ServiceOptions::dra_claim_name: GET of the pod, its
+  // status.extendedResourceClaimStatus.resourceClaimName ("" when absent). Null without DRA
+  // mode. Uses client(), so it must not outlive this LiveCluster.
+  std::function<absl::StatusOr<std::string>(absl::string_view ns, absl::string_view pod)>
+  DraClaimNameReader();
   // Leader election's view (all zero / "" without election).
   LeadershipStats leadership() const;
   std::string lease_holder() const;

@@ -492,6 +492,11 @@ std::string LiveSource(const LiveCluster& live, const LiveClusterOptions& option
   if (!absl::GetFlag(FLAGS_snapshot).empty()) {
     absl::StrAppend(&out, "  --snapshot is ignored: the API server is the cluster state\n");
   }
+  absl::StrAppend(&out, "  DRA mode: ",
+                  live.dra() ? "on (DeviceClasses, ResourceSlices and ResourceClaims mirrored; "
+                               "docs/dra.md)"
+                             : "off",
+                  "\n");
   return out;
 }
 
@@ -617,6 +622,8 @@ int Run(int argc, char** argv) {
   RecordOnlyBinder record_only;
   ServiceOptions service_options;
   service_options.metrics = &metrics;
+  // DRA mode: bind reads the pod's claim name with one GET (docs/dra.md, "Verify at bind").
+  if (live) service_options.dra_claim_name = live->DraClaimNameReader();
   ExtenderService service(&mirror, std::move(config->policy),
                           live ? live->binder() : static_cast<Binder*>(&record_only),
                           service_options);

@@ -54,7 +54,7 @@ const prometheus::Histogram::BucketBoundaries& NodeCountBuckets() {
 // no offering, or the pod or body is unknown) in one of the second.
 constexpr const char* kOfferingBindOutcomes[] = {
     "bound",       "unit_taken",       "quota",     "no_fit",
-    "api_error",   "api_unknown",      "client_throttled", "lease_lost"};
+    "api_error",   "api_unknown",      "client_throttled", "lease_lost", "dra_refused"};
 constexpr const char* kNoOfferingBindOutcomes[] = {
     "bound",      "no_fit",     "api_error",   "api_unknown", "client_throttled", "lease_lost",
     "overloaded", "not_synced", "not_leader",  "unknown_pod", "bad_request"};

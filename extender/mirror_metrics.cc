@@ -1,8 +1,11 @@
 #include "extender/mirror_metrics.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iterator>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -85,6 +88,13 @@ MirrorMetrics::MirrorMetrics(prometheus::Registry& registry, const Mirror* mirro
           "(node, offering) pairs whose node agent's published inventory "
           "(gpu.themelio.io/inventory) disagrees with the node's allocatable or replicas: "
           "not trusted (no UUIDs or health from it)")),
+      dra_drift_(SingleGauge(registry, "gse_dra_catalog_drift",
+                             "DRA mode: disagreements between the catalog and the cluster's "
+                             "DeviceClasses (missing class, other name or selector; "
+                             "/debug/state lists them)")),
+      dra_nodes_(SingleGauge(registry, "gse_dra_nodes",
+                             "DRA mode: nodes with an offering backed by DRA devices (KEP-5004's "
+                             "per-node rule)")),
       log_(log ? std::move(log) : [](const std::string& line) {
         std::fputs(line.c_str(), stderr);
         std::fflush(stderr);
@@ -118,7 +128,10 @@ AuditReport MirrorMetrics::Refresh() {
   const auto started = std::chrono::steady_clock::now();
   std::map<LabelKey, double> units, slots, used, project_units, project_quota;
   std::map<LabelKey, std::string> mismatches;  // (node, resource) -> problem
+  std::vector<std::string> drift;
+  int64_t dra_nodes = 0;
   AuditReport report = mirror_->Read([&](const ClusterState& state) {
+    if (state.options().dra) drift = state.DraDrift();
     const Catalog& catalog = state.catalog();
     // Every offering gets all four states (0 when empty) so panels and alerts always have data.
     for (const Offering& offering : catalog.offerings()) {
@@ -127,6 +140,8 @@ AuditReport MirrorMetrics::Refresh() {
       used[{offering.resource, ""}] = 0;
     }
     for (const auto& [name, node] : state.nodes()) {
+      dra_nodes += std::any_of(node->offerings.begin(), node->offerings.end(),
+                               [](const NodeOffering& no) { return no.dra; });
       for (const NodeOffering& no : node->offerings) {
         const std::string& resource = catalog.Get(no.offering).resource;
         if (!no.inventory_problem.empty()) mismatches[{name, resource}] = no.inventory_problem;
@@ -172,8 +187,20 @@ AuditReport MirrorMetrics::Refresh() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
   inventory_mismatches_->Set(static_cast<double>(mismatches.size()));
+  dra_drift_->Set(static_cast<double>(drift.size()));
+  dra_nodes_->Set(static_cast<double>(dra_nodes));
 
   absl::MutexLock lock(&mu_);
+  std::set<std::string> drift_now(drift.begin(), drift.end());
+  for (const std::string& problem : drift_now) {
+    if (logged_drift_.count(problem) != 0) continue;
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    w.String(problem.c_str(), static_cast<rapidjson::SizeType>(problem.size()));
+    log_(absl::StrCat(R"({"component":"extender","event":"dra_catalog_drift","problem":)",
+                      absl::string_view(buf.GetString(), buf.GetSize()), "}\n"));
+  }
+  logged_drift_ = std::move(drift_now);
   for (const auto& [key, problem] : mismatches) {
     auto it = logged_mismatches_.find(key);
     if (it != logged_mismatches_.end() && it->second == problem) continue;

@@ -13,6 +13,10 @@
 // gse_agent_inventory_mismatches, and each (node, resource) newly flagged, or flagged for
 // another reason, is logged once as a JSON line {"component":"extender",
 // "event":"agent_inventory_mismatch","node":...,"resource":...,"problem":...} to `log`.
+// DRA mode (docs/dra.md): disagreements between the catalog and the mirrored DeviceClasses
+// (ClusterState::DraDrift) are counted in gse_dra_catalog_drift and each new one is logged
+// once as {"component":"extender","event":"dra_catalog_drift","problem":...}; nodes with
+// DRA-backed offerings are counted in gse_dra_nodes. Without DRA mode both stay 0.
 // Thread-safe: Refresh() may run concurrently with scrapes (prometheus-cpp gauges are atomic;
 // the set of series this class manages is guarded by mu_).
 #ifndef GSE_EXTENDER_MIRROR_METRICS_H_
@@ -20,6 +24,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -73,6 +78,8 @@ class MirrorMetrics {
   prometheus::Gauge* leader_;
   prometheus::Counter* audits_;
   prometheus::Gauge* inventory_mismatches_;
+  prometheus::Gauge* dra_drift_;
+  prometheus::Gauge* dra_nodes_;
   LogSink log_;
 
   absl::Mutex mu_;
@@ -83,6 +90,8 @@ class MirrorMetrics {
   std::map<LabelKey, prometheus::Gauge*> project_quota_series_ ABSL_GUARDED_BY(mu_);
   // (node, resource) -> the inventory problem last logged for it.
   std::map<LabelKey, std::string> logged_mismatches_ ABSL_GUARDED_BY(mu_);
+  // The catalog drift lines last logged (logged again only once gone and back).
+  std::set<std::string> logged_drift_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gse

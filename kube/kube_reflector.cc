@@ -21,6 +21,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "state/assignment.h"
+#include "state/dra_objects.h"
 #include "state/k8s_objects.h"
 
 namespace gse {
@@ -37,13 +38,21 @@ class Jitter {
   std::mt19937_64 rng_;
 };
 
-constexpr const char* kPaths[] = {"/api/v1/nodes", "/api/v1/pods", "/api/v1/namespaces",
-                                  "/api/v1/resourcequotas"};
-constexpr const char* kListKinds[] = {"NodeList", "PodList", "NamespaceList",
-                                      "ResourceQuotaList"};
-constexpr const char* kKindNames[] = {"nodes", "pods", "namespaces", "resourcequotas"};
+constexpr const char* kPaths[] = {"/api/v1/nodes",
+                                  "/api/v1/pods",
+                                  "/api/v1/namespaces",
+                                  "/api/v1/resourcequotas",
+                                  "/apis/resource.k8s.io/v1/deviceclasses",
+                                  "/apis/resource.k8s.io/v1/resourceslices",
+                                  "/apis/resource.k8s.io/v1/resourceclaims"};
+constexpr const char* kListKinds[] = {"NodeList",        "PodList",           "NamespaceList",
+                                      "ResourceQuotaList", "DeviceClassList", "ResourceSliceList",
+                                      "ResourceClaimList"};
+constexpr const char* kKindNames[] = {"nodes",          "pods",           "namespaces",
+                                      "resourcequotas", "deviceclasses",  "resourceslices",
+                                      "resourceclaims"};
 static_assert(sizeof(kKindNames) == sizeof(ReflectorCounters::kKinds) &&
-                  KubeReflector::kKindCount == 4,
+                  KubeReflector::kKindCount == 7,
               "ReflectorCounters::kKinds follows KubeReflector::Kind");
 
 std::string JsonLine(std::initializer_list<std::pair<const char*, std::string>> fields) {
@@ -147,6 +156,7 @@ bool IsStaleUnboundPod(const ClusterState& state, const PodObject& pod) {
 
 struct KubeReflector::Listed {
   ObjectBatch batch;
+  DraObjectBatch dra;  // DRA mode
   std::string resource_versions[kKindCount];
   // When the first list request was sent: everything committed before shows in the lists.
   absl::Time listed_at = absl::InfinitePast();
@@ -237,7 +247,7 @@ void KubeReflector::SleepUnlessStopped(absl::Duration d, const WatchStopper* sto
 
 absl::Status KubeReflector::ListAll(Listed* out) {
   out->listed_at = absl::Now();
-  for (int k = 0; k < kKindCount; ++k) {
+  for (int k = 0; k < KindCount(); ++k) {
     int index = 0;
     auto on_page = [&](const rapidjson::Value& page) -> absl::Status {
       const rapidjson::Value& items = page["items"];
@@ -266,6 +276,21 @@ absl::Status KubeReflector::ListAll(Listed* out) {
           case kQuotas: {
             auto o = DecodeResourceQuota(item, path);
             if (o.ok()) out->batch.quotas.push_back(*std::move(o)); else s = o.status();
+            break;
+          }
+          case kDeviceClasses: {
+            auto o = DecodeDeviceClass(item, path);
+            if (o.ok()) out->dra.device_classes.push_back(*std::move(o)); else s = o.status();
+            break;
+          }
+          case kResourceSlices: {
+            auto o = DecodeResourceSlice(item, path);
+            if (o.ok()) out->dra.resource_slices.push_back(*std::move(o)); else s = o.status();
+            break;
+          }
+          case kResourceClaims: {
+            auto o = DecodeResourceClaim(item, path);
+            if (o.ok()) out->dra.resource_claims.push_back(*std::move(o)); else s = o.status();
             break;
           }
           default:
@@ -315,7 +340,7 @@ void KubeReflector::ApplyList(const Listed& listed, absl::string_view cause) {
     }
   });
   if (kept > 0) Count(&ReflectorCounters::stale_pod_events, kept);
-  mirror_->ReplaceAll(*batch, listed.listed_at);
+  mirror_->ReplaceAll(*batch, listed.listed_at, options_.dra ? &listed.dra : nullptr);
   Snapshot after = mirror_->Read([](const ClusterState& s) { return TakeSnapshot(s); });
   if (cause == "initial") return;  // nothing to repair on the first fill
   int64_t repairs = 0;
@@ -401,7 +426,7 @@ void KubeReflector::Run() {
 
     std::vector<std::unique_ptr<WatchStopper>> stoppers;
     std::vector<std::thread> watchers;
-    for (int k = 0; k < kKindCount; ++k) {
+    for (int k = 0; k < KindCount(); ++k) {
       stoppers.push_back(std::make_unique<WatchStopper>());
       watchers.emplace_back([this, k, rv = listed.resource_versions[k], st = stoppers.back().get()] {
         WatchLoop(static_cast<Kind>(k), rv, st);
@@ -555,6 +580,11 @@ bool KubeReflector::HandleLine(Kind kind, absl::string_view line, std::string* r
         status = o.status();
       }
       break;
+    case kDeviceClasses:
+    case kResourceSlices:
+    case kResourceClaims:
+      status = ApplyDraEvent(kind, deleted, object, meta.name, meta.namespace_name, path);
+      break;
     default:
       break;
   }
@@ -566,6 +596,48 @@ bool KubeReflector::HandleLine(Kind kind, absl::string_view line, std::string* r
   }
   if (!meta.resource_version.empty()) *resource_version = meta.resource_version;
   return true;
+}
+
+absl::Status KubeReflector::ApplyDraEvent(Kind kind, bool deleted, const rapidjson::Value& object,
+                                          absl::string_view name,
+                                          absl::string_view namespace_name,
+                                          absl::string_view path) {
+  // Decoded before the writer lock: a refused object changes nothing.
+  switch (kind) {
+    case kDeviceClasses: {
+      if (deleted) {
+        mirror_->Write([&](ClusterState& s) { s.RemoveDeviceClass(name); });
+        return absl::OkStatus();
+      }
+      auto o = DecodeDeviceClass(object, path);
+      if (!o.ok()) return o.status();
+      mirror_->Write([&](ClusterState& s) { s.ApplyDeviceClass(*std::move(o)); });
+      return absl::OkStatus();
+    }
+    case kResourceSlices: {
+      if (deleted) {
+        mirror_->Write([&](ClusterState& s) { s.RemoveResourceSlice(name); });
+        return absl::OkStatus();
+      }
+      auto o = DecodeResourceSlice(object, path);
+      if (!o.ok()) return o.status();
+      mirror_->Write([&](ClusterState& s) { s.ApplyResourceSlice(*std::move(o)); });
+      return absl::OkStatus();
+    }
+    case kResourceClaims: {
+      if (deleted) {
+        const std::string key = absl::StrCat(namespace_name, "/", name);
+        mirror_->Write([&](ClusterState& s) { s.RemoveResourceClaim(key); });
+        return absl::OkStatus();
+      }
+      auto o = DecodeResourceClaim(object, path);
+      if (!o.ok()) return o.status();
+      mirror_->Write([&](ClusterState& s) { s.ApplyResourceClaim(*std::move(o)); });
+      return absl::OkStatus();
+    }
+    default:
+      return absl::OkStatus();
+  }
 }
 
 }  // namespace gse

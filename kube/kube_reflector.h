@@ -1,5 +1,9 @@
 // KubeReflector: keeps the Mirror equal to what the API server holds, by list-then-watch of
-// Nodes, Pods (all namespaces), Namespaces and ResourceQuotas.
+// Nodes, Pods (all namespaces), Namespaces and ResourceQuotas, and in DRA mode
+// (ReflectorOptions::dra, docs/dra.md) also resource.k8s.io/v1 DeviceClasses, ResourceSlices
+// and ResourceClaims, listed and watched like the others (one full list of every kind, one
+// watch per kind, 410 relists all). An object the decoders refuse is skipped and logged
+// naming the field (decode_error); nothing of it reaches the mirror.
 //
 // Contract:
 //  * The first full list of all four kinds is applied with one Mirror::ReplaceAll, so a
@@ -38,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kube/kube_client.h"
+#include "rapidjson/document.h"
 #include "state/mirror.h"
 
 namespace gse {
@@ -55,14 +60,20 @@ struct ReflectorOptions {
   // Called from the reflector's thread after each full list (initial, 410, resync) was
   // applied, with its number (see RequestResync); after on_synced for the first. May be empty.
   std::function<void(int64_t list)> on_listed;
+  // DRA mode: list and watch the three resource.k8s.io/v1 kinds too (the Mirror must have
+  // MirrorOptions::dra for them to count).
+  bool dra = false;
   // Where one-line JSON logs go (drift repairs, errors); default: stderr.
   std::function<void(const std::string& json_line)> log;
 };
 
 // Counters for metrics and tests (a consistent copy).
 struct ReflectorCounters {
-  // Kinds, in this order, for the breakdowns below: nodes, pods, namespaces, resourcequotas.
-  static constexpr const char* kKinds[] = {"nodes", "pods", "namespaces", "resourcequotas"};
+  // Kinds, in this order, for the breakdowns below: nodes, pods, namespaces, resourcequotas,
+  // then the DRA kinds (watched in DRA mode only).
+  static constexpr const char* kKinds[] = {"nodes",         "pods",           "namespaces",
+                                           "resourcequotas", "deviceclasses", "resourceslices",
+                                           "resourceclaims"};
   int64_t watch_restarts = 0;  // watches opened again after the first one of a sync
   int64_t relists = 0;         // full relists after the initial one (410, resync)
   int64_t expired = 0;         // 410 Gone answers or ERROR events seen
@@ -70,7 +81,7 @@ struct ReflectorCounters {
   int64_t api_errors = 0;      // failed list/watch calls and corrupt watch lines
   // The same, broken down (each sums to its total): restarts per watched kind (kKinds order),
   // API errors per call (list, or the watch of each kind), repairs per object kind.
-  std::array<int64_t, 4> watch_restarts_by_kind{};
+  std::array<int64_t, 7> watch_restarts_by_kind{};
   int64_t list_errors = 0;
   int64_t watch_errors = 0;
   int64_t pod_repairs = 0;
@@ -106,8 +117,17 @@ class KubeReflector {
   bool WaitForRelists(int64_t n, absl::Duration timeout) const;
   ReflectorCounters counters() const;
 
-  // The four watched kinds.
-  enum Kind { kNodes = 0, kPods, kNamespaces, kQuotas, kKindCount };
+  // The watched kinds: the first four always, the DRA kinds in DRA mode.
+  enum Kind {
+    kNodes = 0,
+    kPods,
+    kNamespaces,
+    kQuotas,
+    kDeviceClasses,
+    kResourceSlices,
+    kResourceClaims,
+    kKindCount
+  };
 
  private:
   struct Listed;
@@ -119,6 +139,13 @@ class KubeReflector {
   // line that is not a JSON event).
   bool HandleLine(Kind kind, absl::string_view line, std::string* resource_version, bool* relist,
                   bool* corrupt);
+  // The kinds this reflector lists and watches (the DRA ones in DRA mode only).
+  int KindCount() const { return options_.dra ? kKindCount : kDeviceClasses; }
+  // A DRA kind's watch event (ADDED/MODIFIED/DELETED) applied to the mirror; the decoder's
+  // error when the object is refused (nothing applied then).
+  absl::Status ApplyDraEvent(Kind kind, bool deleted, const rapidjson::Value& object,
+                             absl::string_view name, absl::string_view namespace_name,
+                             absl::string_view path);
   void Log(const std::string& json_line) const;
   void Count(int64_t ReflectorCounters::*field, int64_t n = 1);
   void SleepUnlessStopped(absl::Duration d, const WatchStopper* stopper);

@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace gse {
 
@@ -146,10 +151,101 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
   return scores;
 }
 
+namespace {
+
+// The project a DRA holder's claim counts for: its pod's record, else its namespace's project.
+std::string HolderProject(const ClusterState& state, const DraHolder& h) {
+  if (const PodRecord* rec = state.FindPodByUid(h.pod_uid);
+      rec != nullptr && rec->project != kNoProject) {
+    return state.project(rec->project).name;
+  }
+  return state.ProjectOfNamespace(h.claim_key.substr(0, h.claim_key.find('/')));
+}
+
+// Waits (outside the lock, polling the reader lock) until the mirror has the pod's allocated
+// extended-resource claim on the node, for at most `wait`; at once unless the node offering
+// is DRA-backed.
+void WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& request,
+                     const std::string& node_name, absl::Duration wait,
+                     const std::string& claim_key) {
+  const absl::Time deadline = absl::Now() + wait;
+  while (true) {
+    const bool done = mirror.Read([&](const ClusterState& state) {
+      if (!state.options().dra) return true;
+      const NodeState* node = state.FindNode(node_name);
+      const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
+      return no == nullptr || !no->dra ||
+             !state.DraExtendedClaimOf(node_name, claim.uid, claim_key).empty();
+    });
+    if (done || absl::Now() >= deadline) return;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const PodClaim& claim,
+                                             const PodRequest& request, const NodeState& node,
+                                             const NodeOffering& no,
+                                             const std::string& claim_key) {
+  const Offering& offering = state.catalog().Get(request.offering);
+  const std::string key = state.DraExtendedClaimOf(node.name, claim.uid, claim_key);
+  if (key.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DRA node ", node.name, ": no allocated extended-resource claim of pod ", claim.key,
+        claim_key.empty() ? "" : absl::StrCat(" (", claim_key, ")"),
+        " in the mirror (kube-scheduler writes it before bind); not bound, retry"));
+  }
+  if (absl::Status s = state.dra().VerifyAllocation(key, node.name); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("DRA claim ", key, ": ", s.message()));
+  }
+  std::vector<int32_t> units = state.DraUnitsOfClaim(no, node.name, key);
+  // An extended-resource claim asks `amount` devices (ExactCount); a shared offering's pod
+  // takes one share of one device.
+  const size_t want = offering.shared() ? 1 : static_cast<size_t>(request.amount);
+  if (units.size() != want) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DRA claim ", key, " holds ", units.size(), " device(s) of ", offering.resource, " on ",
+        node.name, "; the pod asks ", want));
+  }
+  for (const DraHolder& h : state.dra().HoldersOn(node.name)) {
+    if (h.claim_key == key) continue;
+    const std::string device = h.device.ToString();
+    const bool ours = std::any_of(units.begin(), units.end(), [&](int32_t i) {
+      return no.unit_devices[static_cast<size_t>(i)] == device;
+    });
+    if (!ours) continue;
+    if (!h.extended) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "DRA device ", device, " is also held by the user-made claim ", h.claim_key));
+    }
+    if (!offering.shared()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "DRA device ", device, " of exclusive ", offering.resource,
+          " is also held by claim ", h.claim_key));
+    }
+    const std::string other = HolderProject(state, h);
+    if (other != claim.project) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "restricted sharing: DRA device ", device, " holds claim ", h.claim_key,
+          " of project ", other, "; project ", claim.project, " may not share it"));
+    }
+  }
+  Assignment a;
+  a.node = node.name;
+  a.offering = request.offering;
+  a.units = std::move(units);
+  a.amount_per_unit = 1;
+  return a;
+}
+
 ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& request,
-                                      const std::string& node_name) {
+                                      const std::string& node_name,
+                                      absl::Duration dra_claim_wait,
+                                      const std::string& dra_claim_key) {
   ReserveDecision d;
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
+  WaitForDraClaim(*mirror_, claim, request, node_name, dra_claim_wait, dra_claim_key);
   // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
   // re-check refuses what the chooser returned, the unit was taken under our feet.
   ReserveRefusal refusal = ReserveRefusal::kUnitTaken;
@@ -178,6 +274,12 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
         }
         // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
         // units are the only choice; else the policy chooses.
+        if (const NodeOffering* no = node->Find(request.offering); no != nullptr && no->dra) {
+          absl::StatusOr<Assignment> a =
+              DraAllocatedUnits(state, claim, request, *node, *no, dra_claim_key);
+          refusal = a.ok() ? ReserveRefusal::kUnitTaken : ReserveRefusal::kDraRefused;
+          return a;
+        }
         const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
         absl::StatusOr<Assignment> a =
             gate.joinable ? *gate.joinable : policy_->ChooseUnits(state, request, *node);

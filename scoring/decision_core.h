@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "scoring/feasibility.h"
 #include "scoring/pod_request.h"
 #include "scoring/policies.h"
@@ -55,6 +56,9 @@ enum class ReserveRefusal {
   kUnitTaken,  // capacity went since filter (or never was), or Reserve's re-check refused
   kQuota,      // project quota exhausted
   kNoFit,      // anything else the node cannot host (unknown node, offering, gate, ...)
+  // DRA node: the device the allocator picked breaks an invariant, or its claim is not in the
+  // mirror (DraAllocatedUnits): kube-scheduler deletes the claim and retries the pod.
+  kDraRefused,
 };
 
 struct ReserveDecision {
@@ -66,6 +70,19 @@ struct ReserveDecision {
   bool own_unit = false;
   bool time_sliced = false;
 };
+
+// Bind on a DRA node (docs/dra.md, "Verify at bind"): kube-scheduler's allocator picked the
+// device(s) and wrote the pod's extended-resource claim before calling bind. The assignment
+// is those devices' units, checked against the invariants: the claim is allocated on this node
+// with devices of the class there (DraState::VerifyAllocation); an exclusive request holds as
+// many devices as it asks and none of them is held by another claim; a shared device holds no
+// claim of another project (restricted sharing) and no user-made claim. FailedPrecondition
+// with the reason otherwise. ClusterState::Reserve then checks capacity, owner and quota in
+// units as on any node.
+absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const PodClaim& claim,
+                                             const PodRequest& request, const NodeState& node,
+                                             const NodeOffering& no,
+                                             const std::string& claim_key = "");
 
 // One node kube-scheduler proposes for preemption and the pods (UIDs) it would evict there.
 struct VictimProposal {
@@ -99,9 +116,19 @@ class DecisionCore {
   // bind's commit point for an interested, resolvable `request` of `claim`'s pod on
   // `node_name`: under one writer lock, re-check the node (CheckNode), take the group's units
   // behind a closed agent gate or the policy's choice (ChooseUnits), and reserve them. A pod
-  // that already holds a reservation on that node gets it back (a retried bind).
+  // that already holds a reservation on that node gets it back (a retried bind). On a DRA
+  // node (NodeOffering::dra) the units are the devices the allocator picked
+  // (DraAllocatedUnits), never the policy's: the extender cannot choose there, only refuse.
+  // Bind waits up to `dra_claim_wait` for the pod's claim to reach the mirror (its watch may
+  // trail kube-scheduler's PreBind by a moment).
+  static constexpr absl::Duration kDraClaimWait = absl::Seconds(1);
+  // `dra_claim_key` ("" when unknown): the pod's extended-resource claim as its
+  // status.extendedResourceClaimStatus names it (read from the API at bind): that claim, and
+  // no older one the mirror may still hold, is verified.
   ReserveDecision Reserve(const PodClaim& claim, const PodRequest& request,
-                          const std::string& node_name);
+                          const std::string& node_name,
+                          absl::Duration dra_claim_wait = kDraClaimWait,
+                          const std::string& dra_claim_key = "");
 
   // preempt: for each proposal, whether `pod` fits on its node once its victims are gone.
   // Pods that ask for no catalog resource fit wherever victims are proposed.

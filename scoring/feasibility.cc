@@ -36,6 +36,7 @@ bool NodeFit::unresolvable() const {
     case FitReason::kAffinityElsewhere:
     case FitReason::kWaitingForAgent:
     case FitReason::kAgentStale:
+    case FitReason::kDraDeviceOfOtherProject:
       return true;
   }
   return true;
@@ -64,6 +65,8 @@ absl::string_view FitReasonText(FitReason reason) {
       return "project's own unit has a free ticket on another node";
     case FitReason::kWaitingForAgent: return "waiting for the node agent";
     case FitReason::kAgentStale: return "node agent not renewing its heartbeat Lease";
+    case FitReason::kDraDeviceOfOtherProject:
+      return "DRA allocator would pick a device another project holds";
   }
   return "unknown";
 }
@@ -83,6 +86,7 @@ absl::string_view FitReasonLabel(FitReason reason) {
     case FitReason::kAffinityElsewhere: return "affinity_elsewhere";
     case FitReason::kWaitingForAgent: return "waiting_for_agent";
     case FitReason::kAgentStale: return "agent_stale";
+    case FitReason::kDraDeviceOfOtherProject: return "dra_device_of_other_project";
   }
   return "unknown";
 }
@@ -409,6 +413,33 @@ bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId pro
   return UnitAdmits(offering, unit.Empty(), unit.owner, project);
 }
 
+FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offering,
+                              ProjectId project, const NodeState* node) {
+  const NodeOffering* no = node != nullptr ? node->Find(offering.id) : nullptr;
+  if (no == nullptr || !no->dra) return FitReason::kFits;
+  const DraDeviceClass* cls = state.dra().ClassForResource(offering.resource);
+  if (cls == nullptr) return FitReason::kFits;
+  const DraPrediction p =
+      state.dra().PredictExtendedResourcePick(cls->name, node->name, 1, DraPredictOptions{});
+  // No prediction (the walk is not deterministic or not modelled): not guessed; the node
+  // passes and bind checks the device the allocator really picked.
+  if (p.kind == DraPrediction::kNoPrediction) return FitReason::kFits;
+  if (p.kind == DraPrediction::kNoDevice) return FitReason::kNoFreeUnit;
+  for (const DraDeviceId& id : p.devices) {
+    const std::string device = id.ToString();
+    for (size_t i = 0; i < no->unit_devices.size() && i < no->units.size(); ++i) {
+      if (no->unit_devices[i] != device) continue;
+      const Unit& unit = no->units[i];
+      // A user-made claim's device (Unit::unhealthy), or holders of another project or of
+      // several (owner kNoProject with holders).
+      if (unit.unhealthy || (!unit.Empty() && unit.owner != project)) {
+        return FitReason::kDraDeviceOfOtherProject;
+      }
+    }
+  }
+  return FitReason::kFits;
+}
+
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
                   const Evictions& evicted) {
   NodeFit fit;
@@ -454,6 +485,9 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
   // The rows tell most verdicts (RoomFromRow); the node itself is read only when they cannot.
   const RoomRow* rows = state.RoomRows(offering.id);
   std::vector<bool> via_owned(nodes.size(), false);
+  // DRA mode: a shared offering's passing DRA nodes are checked against the allocator's
+  // predicted pick (DraPredictedVerdict). Without DRA mode nothing more is read per node.
+  const bool dra_shared = state.options().dra && offering.shared();
   bool owned_on_candidate = false;
   bool any_fits = false;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -467,6 +501,9 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
       v = Decide(offering, request, *room, headroom);
     } else {
       v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
+    }
+    if (dra_shared && v.reason == FitReason::kFits) {
+      v.reason = DraPredictedVerdict(state, offering, project, nodes[i]);
     }
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;

@@ -41,10 +41,15 @@ enum class FitReason {
   // within --agent-heartbeat-timeout (ClusterState::SetAgentStale): a dead agent cannot
   // admit a pod; unresolvable (preemption cannot revive it).
   kAgentStale,           // "node agent not renewing its heartbeat Lease"
+  // DRA mode, shared offerings (restricted sharing, docs/dra.md): on a DRA node the
+  // allocator picks the device (its first fit in walk order, DraState::PredictExtended
+  // ResourcePick), and the predicted device holds another project's pods or a user-made
+  // claim; unresolvable (preemption must not evict another project for it).
+  kDraDeviceOfOtherProject,  // "DRA allocator would pick a device another project holds"
 };
 
 // The number of FitReason values (arrays indexed by reason).
-inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kAgentStale) + 1;
+inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kDraDeviceOfOtherProject) + 1;
 
 struct NodeFit {
   FitReason reason = FitReason::kFits;
@@ -70,6 +75,14 @@ using Evictions = absl::flat_hash_set<std::string>;
 // DESIGN.md placement rules for one node. `node` may be null (unknown node).
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
                   const Evictions& evicted = {});
+
+// DRA mode, for a shared offering on a DRA node (NodeOffering::dra): kDraDeviceOfOtherProject
+// when the allocator's predicted first fit (one device) holds another project's pods or a
+// user-made claim; kNoFreeUnit when the model predicts no device fits; kFits otherwise, and
+// where the walk cannot be predicted (bind verifies the device then). FilterNodes applies it
+// to the nodes that pass.
+FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offering,
+                              ProjectId project, const NodeState* node);
 
 // Filter over the candidate list: CheckNode per node, then the cross-node affinity rule (I3):
 // for a time-sliced request, when some candidate node has a unit owned by the project with a

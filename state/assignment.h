@@ -42,6 +42,12 @@ inline constexpr absl::string_view kAnnotationProject = "gpu.themelio.io/project
 // node carrying the inventory has an agent, whose per-node gate (cluster_state.h) waits for
 // the pod annotation.
 inline constexpr absl::string_view kAnnotationAllocated = "gpu.themelio.io/allocated";
+// DRA mode (docs/dra.md): on a pod bound to DRA-backed units, the devices the allocator gave
+// it, "<driver>/<pool>/<device>=<uuid>" per unit of gpu.themelio.io/unit, comma-separated,
+// in the same order. For people and node agents; not read back (the pod's claim is the
+// truth: unit i of a DRA-backed offering is the i-th device of its class in the allocator's
+// walk order, and a restart maps the claim's devices to units again).
+inline constexpr absl::string_view kAnnotationDraDevices = "gpu.themelio.io/dra-devices";
 inline constexpr absl::string_view kAnnotationInventory = "gpu.themelio.io/inventory";
 inline constexpr int kMaxUnitsPerPod = 64;
 inline constexpr int kMaxAmountPerUnit = 1024;

@@ -73,7 +73,7 @@ std::vector<const NodeState*> ClusterState::FindNodes(
 }
 
 
-void ClusterState::ApplyBatch(const ObjectBatch& batch) {
+void ClusterState::ApplyBatch(const ObjectBatch& batch, const DraObjectBatch* dra) {
   // Namespaces and quotas first (projects and quotas are then right for the pods), with one
   // quota recomputation instead of one per object.
   for (const NamespaceObject& ns : batch.namespaces) {
@@ -86,6 +86,8 @@ void ClusterState::ApplyBatch(const ObjectBatch& batch) {
     quotas_[absl::StrCat(quota.namespace_name, "/", quota.name)] = quota;
   }
   RecomputeQuotas();
+  // DRA objects before the nodes (their DRA-backed offerings) and the pods (their claims).
+  if (dra != nullptr) ReplaceDra(*dra);
   for (const NodeObject& node : batch.nodes) ApplyNode(node);
   for (const PodObject& pod : batch.pods) ApplyPod(pod);
 }

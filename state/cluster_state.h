@@ -44,6 +44,8 @@
 #include "absl/time/time.h"
 #include "state/assignment.h"
 #include "state/catalog.h"
+#include "state/dra_objects.h"
+#include "state/dra_state.h"
 #include "state/k8s_objects.h"
 
 namespace gse {
@@ -63,6 +65,11 @@ struct MirrorOptions {
   // Quotas from a static quota file (state/static_quota.h): project -> spec.hard-style key ->
   // milli-units. A project's quota is the tighter of these and its ResourceQuotas.
   std::map<std::string, std::map<std::string, int64_t>> static_quotas;
+  // DRA mode (docs/dra.md): the state mirrors DeviceClasses, ResourceSlices and
+  // ResourceClaims (ApplyDeviceClass...), and an offering a DeviceClass maps on a node that
+  // does not advertise it takes its units from the node's slice devices. Off: DRA objects
+  // are ignored and nodes are what their allocatable says, as before DRA mode existed.
+  bool dra = false;
 };
 
 // The mirror's identity of a pod (PodRecord::id, Holding::pod_id, Evictions): its UID; for a
@@ -84,7 +91,9 @@ struct Unit {
   ProjectId owner = kNoProject;
   bool draining = false;  // beyond the node's advertised count: keeps holders, takes no new
   // The node agent's published inventory (when trusted, NodeOffering::inventory_problem
-  // empty) says the device is unhealthy: keeps holders, takes no new ones.
+  // empty) says the device is unhealthy, or (a DRA-backed offering) a user-made
+  // ResourceClaim holds the device, not a pod the mirror charges: keeps holders, takes no new
+  // ones. (One flag: every reader must treat both alike, "no new holders".)
   bool unhealthy = false;
   std::vector<Holding> holders;
 
@@ -202,6 +211,14 @@ struct NodeOffering {
   // says how, and units come from allocatable alone, as without an agent.
   std::vector<std::string> unit_uuids;
   std::string inventory_problem;
+  // DRA-backed (docs/dra.md): the node advertises no allocatable for the name, a DeviceClass
+  // maps it, and the units are the class's devices on the node in the allocator's walk order:
+  // units[i] is the device unit_devices[i] ("driver/pool/device"), with UUID unit_uuids[i]
+  // ("" when the device publishes none). dra_problem lists what the model reported
+  // (incomplete pools, devices without UUID, selectors not understood), "" when nothing.
+  bool dra = false;
+  std::vector<std::string> unit_devices;
+  std::string dra_problem;
 };
 
 // A node's cpu, memory and pod slots: what status.allocatable offers, or what the pods bound
@@ -349,7 +366,8 @@ class ClusterState {
   void ApplyQuota(const ResourceQuotaObject& quota);
   void RemoveQuota(absl::string_view namespace_name, absl::string_view name);
   // Applies a whole decoded document: namespaces and quotas first, then nodes, then pods.
-  void ApplyBatch(const ObjectBatch& batch);
+  // With `dra` (DRA mode), its objects replace the mirrored DRA objects before the nodes.
+  void ApplyBatch(const ObjectBatch& batch, const DraObjectBatch* dra = nullptr);
 
   // ---- our decisions ----
   // Re-checks `a` for `claim` (node known, offering usable, units exist and not draining,
@@ -426,6 +444,47 @@ class ClusterState {
   // node offerings (OfferingSummary::open), cluster-wide: the spill check of I3 without a
   // scan of every node.
   int32_t OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const;
+
+  // ---- DRA mode (dra_nodes.cc, docs/dra.md); no-ops unless MirrorOptions::dra ----
+  // Turns DRA mode on (--dra-mode resolved after the mirror was made); meant for an empty
+  // state: nodes applied before keep their device-plugin view until their next update.
+  void EnableDra() { options_.dra = true; }
+  // The mirrored DRA objects. A change re-derives the nodes it may affect (their DRA-backed
+  // offerings, from the Node objects kept for that); a claim's change also moves the charge
+  // of the pod it belongs to onto the device the claim allocated.
+  void ApplyDeviceClass(DraDeviceClass c);
+  void RemoveDeviceClass(absl::string_view name);
+  void ApplyResourceSlice(DraResourceSlice s);
+  void RemoveResourceSlice(absl::string_view name);
+  void ApplyResourceClaim(DraResourceClaim c);
+  void RemoveResourceClaim(absl::string_view key);  // namespace/name
+  // A whole list of the three kinds (a relist): replaces every DRA object, then re-derives
+  // every node once.
+  void ReplaceDra(const DraObjectBatch& batch);
+  // Takes over `dra` as it is (Mirror::ReplaceAll when the relist carried no DRA objects).
+  void ReplaceDra(DraState dra);
+  const DraState& dra() const { return dra_; }
+  // The node's kind for the offering (KEP-5004's per-node rule as the mirror applied it):
+  // kDra for a DRA-backed NodeOffering, kDevicePlugin for one the node advertises, kNone when
+  // it offers nothing of it.
+  static DraNodeKind KindOf(const NodeState& node, OfferingId offering);
+  // The units of a DRA-backed offering that the pod's (`pod_uid`) allocated claims hold on
+  // the node, sorted; empty when the node offering is not DRA-backed or no claim names its
+  // devices. Charged pods and bind read the real devices from it.
+  std::vector<int32_t> DraChargedUnits(const NodeOffering& no, absl::string_view node,
+                                       absl::string_view pod_uid) const;
+  // The units of a DRA-backed offering that one claim (namespace/name) holds on the node,
+  // sorted (bind: the verified claim's devices, and no other claim's).
+  std::vector<int32_t> DraUnitsOfClaim(const NodeOffering& no, absl::string_view node,
+                                       absl::string_view claim_key) const;
+  // The key (namespace/name) of the scheduler's allocated extended-resource claim of the pod
+  // (`pod_uid`) on `node`, "" when the mirror has none that is not terminating, or several.
+  // With `claim_key` (the pod's status.extendedResourceClaimStatus, read at bind): that claim,
+  // when the mirror has it allocated on `node` for that pod and not terminating, else "".
+  std::string DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
+                                 absl::string_view claim_key = "") const;
+  // Catalog drift (DraState::Drift) against this state's catalog.
+  std::vector<std::string> DraDrift() const { return dra_.Drift(*catalog_); }
 
   // ---- the host view: cpu, memory and pods per node (host_requests.cc) ----
   // Kept from API facts only (ApplyPod/RemovePod, never Reserve): every pod bound to a node
@@ -526,9 +585,16 @@ class ClusterState {
   absl::Status CheckUnitsExist(const PodClaim& claim, const Assignment& a) const;
   absl::Status CheckRoom(const PodClaim& claim, const std::string& project_name,
                          const Assignment& a) const;
-  // The units charged to a pod bound without our annotation (pod_holdings.cc).
+  // The units charged to a pod bound without our annotation (pod_holdings.cc). On a
+  // DRA-backed offering, the devices the pod's (by `pod_uid`) allocated claims hold, when the
+  // mirror has them all (DraChargedUnits); else conservatively.
   Assignment ChargedUnits(const std::string& node_name, OfferingId offering, size_t need,
-                          ProjectId project) const;
+                          ProjectId project, absl::string_view pod_uid) const;
+  // DRA mode: re-applies the kept Node object of `node` ("" = every node) so that its
+  // DRA-backed offerings follow the DRA objects; then moves the charge of charged pods on
+  // them onto their claims' devices (RechargeDraPods).
+  void RederiveDraNodes(absl::string_view node);
+  void RechargeDraPods(absl::string_view node);
 
   std::shared_ptr<const Catalog> catalog_;
   MirrorOptions options_;
@@ -562,6 +628,10 @@ class ClusterState {
   };
   absl::node_hash_map<std::string, HostResources> host_requested_;  // by node name
   absl::flat_hash_map<std::string, HostPod> host_pods_;             // by PodRecord id
+  // DRA mode only: the mirrored DRA objects, and each node's last Node object (to derive the
+  // node again when DRA objects change; a Node event does not come with those changes).
+  DraState dra_;
+  absl::flat_hash_map<std::string, NodeObject> dra_node_objects_;
   // (project, offering) -> OwnedUnits::with_room summed over open node offerings.
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> owned_with_room_;
 };

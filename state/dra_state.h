@@ -156,6 +156,10 @@ class DraState {
   bool RemoveResourceClaim(absl::string_view key);  // namespace/name
 
   const DraDeviceClass* DeviceClass(absl::string_view name) const;
+  const DraResourceClaim* ResourceClaim(absl::string_view key) const {  // namespace/name
+    auto it = claims_.find(key);
+    return it == claims_.end() ? nullptr : &it->second;
+  }
 
   // The class that maps `resource` (its extendedResourceName, or the implicit
   // deviceclass.resource.kubernetes.io/<class>); on a clash the newer creationTimestamp wins,

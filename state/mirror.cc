@@ -172,17 +172,24 @@ int Mirror::SweepAgentLiveness(absl::FunctionRef<absl::Time(absl::string_view)> 
   return state_.AgentStaleNodes();
 }
 
-void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at) {
+void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at,
+                        const DraObjectBatch* dra) {
   std::shared_ptr<const Catalog> catalog;
   MirrorOptions options;
+  DraState kept_dra;
   {
     absl::ReaderMutexLock lock(&mu_);
     catalog = state_.shared_catalog();
     options = state_.options();
+    if (options.dra && dra == nullptr) kept_dra = state_.dra();
   }
-  // Build outside the lock: a relist of 150,000 pods must not stall every decision.
+  // Build outside the lock: a relist of 150,000 pods must not stall every decision. (A DRA
+  // event applied between the copy above and the swap below is lost with a kept DraState:
+  // the reflector lists the DRA kinds with every relist, so only callers without DRA lists
+  // take that copy.)
   ClusterState fresh(std::move(catalog), std::move(options));
-  fresh.ApplyBatch(batch);
+  if (fresh.options().dra && dra == nullptr) fresh.ReplaceDra(std::move(kept_dra));
+  fresh.ApplyBatch(batch, dra);
   const ListedPods listed(batch);
 
   WriterLock lock(&mu_);

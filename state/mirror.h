@@ -92,7 +92,10 @@ class Mirror {
   // rules again (ClusterState::CarryOver): reservations of binds in flight, and holdings our
   // binds confirmed after `listed_at` (or that the list shows still pending). Holdings the
   // list should show and does not (deleted pods) are dropped. See mirror.cc.
-  void ReplaceAll(const ObjectBatch& batch, absl::Time listed_at);
+  // DRA mode (MirrorOptions::dra): `dra`, listed with the batch, replaces the DRA objects;
+  // nullptr keeps the mirrored ones (a relist that did not list them).
+  void ReplaceAll(const ObjectBatch& batch, absl::Time listed_at,
+                  const DraObjectBatch* dra = nullptr);
   // How long after a bind's unknown outcome a POST of it may still commit inside the API
   // server (kube-apiserver's default --request-timeout): a list requested later that does not
   // show the pod bound settles the reservation.

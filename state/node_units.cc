@@ -17,6 +17,10 @@
 //    are the units: unit i gets the UUID of the agent's unit i, and unhealthy ones take no new
 //    holders. An inventory that disagrees is flagged (NodeOffering::inventory_problem), not
 //    trusted.
+//  * DRA mode (docs/dra.md): a catalog offering the node does not advertise (allocatable 0 or
+//    absent) while a DeviceClass maps its name is DRA-backed (KEP-5004's per-node rule): its
+//    units are the class's devices on the node, in the allocator's walk order, named by
+//    device and UUID; a device a user-made ResourceClaim holds takes no new holders.
 #include "state/cluster_state.h"
 
 #include <algorithm>
@@ -91,6 +95,12 @@ struct DerivedOffering {
   // (count then is their number); else `inventory_problem` says why they are not used.
   std::vector<PublishedUnit> published;
   std::string inventory_problem;
+  // DRA-backed (NodeOffering::dra): the class's devices on the node in walk order, whether a
+  // user-made claim holds each, and what the model reported.
+  bool dra = false;
+  std::vector<DraUnit> dra_units;
+  std::vector<bool> dra_user_claimed;
+  std::string dra_problem;
 };
 
 struct DerivedNode {
@@ -180,6 +190,14 @@ uint64_t FingerprintOf(const DerivedNode& d) {
       fp.Add(int64_t{u.healthy});
     }
     fp.Add(o.inventory_problem);
+    fp.Add(int64_t{o.dra});
+    fp.Add(static_cast<int64_t>(o.dra_units.size()));
+    for (size_t i = 0; i < o.dra_units.size(); ++i) {
+      fp.Add(o.dra_units[i].id.ToString());
+      fp.Add(o.dra_units[i].uuid);
+      fp.Add(int64_t{o.dra_user_claimed[i]});
+    }
+    fp.Add(o.dra_problem);
   }
   return fp.value();
 }
@@ -192,6 +210,7 @@ uint64_t FingerprintOf(const DerivedNode& d) {
 void ApplyPublishedInventory(const Catalog& catalog, const std::string& json, DerivedNode& d) {
   absl::StatusOr<PublishedInventory> inventory = ParsePublishedInventory(json);
   for (DerivedOffering& o : d.offerings) {
+    if (o.dra) continue;  // DRA-backed: the slices name the devices, not the agent
     if (!inventory.ok()) {
       o.inventory_problem = std::string(inventory.status().message());
       continue;
@@ -216,7 +235,80 @@ void ApplyPublishedInventory(const Catalog& catalog, const std::string& json, De
   }
 }
 
-DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
+constexpr absl::string_view kReasonDraNotShared =
+    "offering is shared, the DRA device allows one allocation";
+constexpr absl::string_view kReasonDraNotUnderstood = "DeviceClass selectors not understood";
+
+// One DRA-backed offering: the devices of the class that maps the name, on this node, in the
+// allocator's walk order. A shared offering needs devices that take several allocations (else
+// each pod gets a whole device); an exclusive one takes any device (a MIG device with
+// allowMultipleAllocations still takes one extended-resource claim, fact sheet section 5, and
+// bind verifies the device). A product prefix must match each device's productName.
+DerivedOffering DeriveDraOffering(const Offering& offering, const DraDeviceClass& cls,
+                                  const DraState& dra, const NodeObject& node,
+                                  const std::vector<DraHolder>& holders) {
+  DerivedOffering o;
+  o.id = offering.id;
+  o.advertised = offering.resource;  // the catalog outlives the derivation
+  o.dra = true;
+  o.replicas = offering.shared() ? std::max(1, offering.replicas) : 1;
+  DraNodeUnits units = dra.UnitsOf(cls.name, node.name);
+  if (units.units.size() > static_cast<size_t>(kMaxUnitsPerNodeOffering)) {
+    units.units.resize(static_cast<size_t>(kMaxUnitsPerNodeOffering));
+  }
+  for (const std::string& p : units.problems) {
+    absl::StrAppend(&o.dra_problem, o.dra_problem.empty() ? "" : "; ", p);
+  }
+  if (!units.understood) o.reason = kReasonDraNotUnderstood;
+  for (const DraUnit& u : units.units) {
+    if (!o.reason.empty()) break;
+    if (offering.shared() && !u.shared) o.reason = kReasonDraNotShared;
+    if (!offering.product.empty() && !absl::StartsWith(u.product, offering.product)) {
+      o.reason = kReasonProduct;
+    }
+  }
+  o.count = static_cast<int32_t>(units.units.size());
+  o.dra_units = std::move(units.units);
+  o.dra_user_claimed.assign(o.dra_units.size(), false);
+  for (const DraHolder& h : holders) {
+    if (h.extended) continue;  // the scheduler's claim for a pod the mirror charges
+    for (size_t i = 0; i < o.dra_units.size(); ++i) {
+      if (o.dra_units[i].id == h.device) o.dra_user_claimed[i] = true;
+    }
+  }
+  return o;
+}
+
+// KEP-5004's per-node rule for every catalog offering the node does not advertise: where a
+// DeviceClass maps the name and allocatable is 0 or absent, the offering is DRA-backed.
+void DeriveDraOfferings(const Catalog& catalog, const DraState& dra, const NodeObject& node,
+                        DerivedNode& d) {
+  std::vector<DraHolder> holders;
+  bool holders_read = false;
+  for (const Offering& offering : catalog.offerings()) {
+    auto same = std::find_if(d.offerings.begin(), d.offerings.end(),
+                             [&](const DerivedOffering& o) { return o.id == offering.id; });
+    if (same != d.offerings.end() && same->count > 0) continue;  // the device plugin serves it
+    if (dra.KindOn(offering.resource, node.allocatable_milli) != DraNodeKind::kDra) continue;
+    const DraDeviceClass* cls = dra.ClassForResource(offering.resource);
+    if (cls == nullptr) continue;
+    if (!holders_read) {
+      holders = dra.HoldersOn(node.name);
+      holders_read = true;
+    }
+    DerivedOffering o = DeriveDraOffering(offering, *cls, dra, node, holders);
+    // No device of the class here and nothing to report: the node offers nothing of it (a
+    // CPU node, or a device-plugin node without this name), as KEP-5004's "neither".
+    if (o.count == 0 && o.reason.empty() && o.dra_problem.empty()) continue;
+    if (same != d.offerings.end()) {
+      *same = std::move(o);
+    } else {
+      d.offerings.push_back(std::move(o));
+    }
+  }
+}
+
+DerivedNode Derive(const Catalog& catalog, const NodeObject& node, const DraState* dra) {
   DerivedNode d;
   NodeLabels labels(node);
   const std::string* gpu_product = labels.Find(kGpuProductLabel);
@@ -239,6 +331,7 @@ DerivedNode Derive(const Catalog& catalog, const NodeObject& node) {
       d.offerings.push_back(o);
     }
   }
+  if (dra != nullptr) DeriveDraOfferings(catalog, *dra, node, d);
   std::sort(d.offerings.begin(), d.offerings.end(),
             [](const DerivedOffering& a, const DerivedOffering& b) { return a.id < b.id; });
   if (node.agent_inventory.has_value()) ApplyPublishedInventory(catalog, *node.agent_inventory, d);
@@ -362,7 +455,16 @@ void TrimNode(NodeMap& nodes, const std::string& node_name) {
 using cluster_state_internal::InsertOffering;
 
 bool ClusterState::ApplyNode(const NodeObject& object) {
-  DerivedNode d = Derive(*catalog_, object);
+  if (options_.dra) {
+    // Kept to derive the node again when DRA objects change (RederiveDraNodes).
+    auto kept = dra_node_objects_.find(object.name);
+    if (kept == dra_node_objects_.end()) {
+      dra_node_objects_.emplace(object.name, object);
+    } else if (&kept->second != &object) {
+      kept->second = object;
+    }
+  }
+  DerivedNode d = Derive(*catalog_, object, options_.dra ? &dra_ : nullptr);
   const HostResources allocatable = HostAllocatableOf(object);
   auto it = nodes_.find(object.name);
   if (it != nodes_.end() && !it->second->removed && it->second->fingerprint == d.fingerprint) {
@@ -417,6 +519,14 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     }
     for (const PublishedUnit& u : o.published) no.unit_uuids.push_back(u.uuid);
     no.inventory_problem = o.inventory_problem;
+    no.dra = o.dra;
+    no.dra_problem = o.dra_problem;
+    no.unit_devices.clear();
+    for (size_t i = 0; i < o.dra_units.size(); ++i) {
+      no.unit_devices.push_back(o.dra_units[i].id.ToString());
+      no.unit_uuids.push_back(o.dra_units[i].uuid);
+      no.units[i].unhealthy = o.dra_user_claimed[i];
+    }
     node.offerings.push_back(std::move(no));
   }
   // Offerings the node stopped advertising: held units stay, draining, until released.
@@ -457,6 +567,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
 }
 
 void ClusterState::RemoveNode(absl::string_view name) {
+  dra_node_objects_.erase(name);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   NodeState& node = *it->second;

@@ -266,6 +266,15 @@ void ClusterState::ApplyPod(const PodObject& pod) {
 
   absl::StatusOr<Assignment> parsed =
       ParseAssignmentAnnotations(pod.annotations, pod.node_name, *catalog_);
+  if (parsed.ok() && node != nullptr) {
+    // DRA: unit indices follow the slices' walk order, which a republished slice may change;
+    // the pod's claim names the device it really holds, and wins.
+    const NodeOffering* no = node->Find(parsed->offering);
+    if (no != nullptr && no->dra) {
+      std::vector<int32_t> real = DraChargedUnits(*no, pod.node_name, pod.uid);
+      if (real.size() == parsed->units.size()) parsed->units = std::move(real);
+    }
+  }
   if (parsed.ok()) {
     if (existing != nullptr && existing->assignment == *parsed && existing->project == project) {
       existing->source = HoldingSource::kConfirmed;
@@ -294,12 +303,19 @@ void ClusterState::ApplyPod(const PodObject& pod) {
       existing->project == project && existing->assignment.node == pod.node_name &&
       existing->assignment.offering == request.offering &&
       existing->assignment.units.size() == need) {
-    return;  // already charged; status updates must not move the charge around
+    // Already charged; status updates must not move the charge around, unless (DRA) the
+    // pod's claims now name the devices it really holds.
+    const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
+    const std::vector<int32_t> real =
+        no != nullptr && no->dra ? DraChargedUnits(*no, pod.node_name, pod.uid)
+                                 : std::vector<int32_t>();
+    if (real.size() != need || real == existing->assignment.units) return;
   }
   if (existing != nullptr) Release(id);
   if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
 
-  record(ChargedUnits(pod.node_name, request.offering, need, project), HoldingSource::kCharged);
+  record(ChargedUnits(pod.node_name, request.offering, need, project, pod.uid),
+         HoldingSource::kCharged);
 }
 
 // Charge conservatively: which device the pod got is unknown, so whole units are charged,
@@ -307,7 +323,8 @@ void ClusterState::ApplyPod(const PodObject& pod) {
 // charged anyway, over capacity (the pod does run there): Audit reports those units and they
 // stay full until the facts clear up, instead of being handed out twice.
 Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId offering_id,
-                                      size_t need, ProjectId project) const {
+                                      size_t need, ProjectId project,
+                                      absl::string_view pod_uid) const {
   const Offering& offering = catalog_->Get(offering_id);
   Assignment a;
   a.node = node_name;
@@ -315,6 +332,17 @@ Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId o
   const NodeState* node = FindNode(node_name);
   const NodeOffering* no = node != nullptr ? node->Find(offering_id) : nullptr;
   int32_t replicas = offering.shared() ? std::max(1, offering.replicas) : 1;
+  if (no != nullptr && no->dra) {
+    // DRA: the allocator's claim says which devices the pod got; charge exactly those.
+    std::vector<int32_t> real = DraChargedUnits(*no, node_name, pod_uid);
+    if (real.size() == need) {
+      a.units = std::move(real);
+      // One share of a shared device: the claim holds one allocation of it (no capacity
+      // requests in an extended-resource claim, fact sheet section 2).
+      a.amount_per_unit = 1;
+      return a;
+    }
+  }
   if (no != nullptr) {
     replicas = no->replicas;
     // rank: 0 free, 1 held by the same project, 2 held by others, 3 draining

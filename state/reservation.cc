@@ -113,7 +113,8 @@ absl::Status ClusterState::CheckUnitsExist(const PodClaim& claim, const Assignme
     }
     if (no->units[static_cast<size_t>(index)].unhealthy) {
       return fail("unit ", UnitId(a.node, offering.resource, index),
-                  " is unhealthy (the node agent's inventory says so)");
+                  no->dra ? " is held by a user-made ResourceClaim (DRA)"
+                          : " is unhealthy (the node agent's inventory says so)");
     }
   }
   switch (offering.sharing) {

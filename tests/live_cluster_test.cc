@@ -733,6 +733,15 @@ TEST(LiveClusterFlagsTest, FlagErrorsNameTheFlag) {
   absl::SetFlag(&FLAGS_takeover_requeue_settle, absl::ZeroDuration());
   EXPECT_EQ(LiveClusterOptionsFromFlags()->requeue_options.passes, 1);
   EXPECT_EQ(o->reflector.resync_period, absl::Minutes(1));
+  // --dra-mode (docs/dra.md): off by default.
+  EXPECT_EQ(o->dra_mode, DraMode::kOff);
+  absl::SetFlag(&FLAGS_dra_mode, "maybe");
+  EXPECT_THAT(LiveClusterOptionsFromFlags().status().message(),
+              HasSubstr("--dra-mode=\"maybe\": want off, on or auto"));
+  absl::SetFlag(&FLAGS_dra_mode, "auto");
+  EXPECT_EQ(LiveClusterOptionsFromFlags()->dra_mode, DraMode::kAuto);
+  absl::SetFlag(&FLAGS_dra_mode, "on");
+  EXPECT_EQ(LiveClusterOptionsFromFlags()->dra_mode, DraMode::kOn);
 }
 
 // ---------------------------------------------------------------- the real binary

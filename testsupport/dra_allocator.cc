@@ -205,6 +205,12 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
       want = PoolInt(*s, "resourceSliceCount");
     }
     if (static_cast<int64_t>(current.size()) != want) continue;  // incomplete: skipped
+    bool reverse = false;
+    {
+      absl::MutexLock lock(&mu_);
+      reverse = reverse_slices_;
+    }
+    if (reverse) std::reverse(current.begin(), current.end());
     for (const Value* s : current) {
       const Value* devices = Member((*s)["spec"], "devices");
       if (devices == nullptr) continue;

@@ -51,6 +51,14 @@ class DraTestAllocator {
 
   explicit DraTestAllocator(FakeApiServer& server) : server_(server) {}
 
+  // Walks each pool's slices in reverse metadata.name order: what a 1.34, 1.35 or 1.36-stable
+  // scheduler may do (informer order, fact sheet section 3, Determinism). Defeats a sorted-walk
+  // prediction across slices, so tests can show that bind, not the prediction, holds the line.
+  void SetReverseSliceOrder(bool reverse) {
+    absl::MutexLock lock(&mu_);
+    reverse_slices_ = reverse;
+  }
+
   // Filter: what the allocator would pick for pod `ns/name` on `node`, writing nothing.
   // FailedPrecondition when a DRA-backed request does not fit (Unschedulable); NotFound for a
   // missing pod, node or class; Unimplemented for inputs it does not model.
@@ -68,6 +76,7 @@ class DraTestAllocator {
   absl::Mutex mu_;
   int64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t share_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reverse_slices_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gse::testing

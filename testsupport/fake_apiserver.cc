@@ -875,6 +875,20 @@ void FakeApiServer::Route(const Exchange& ex) {
   }
   // resource.k8s.io/v1: cluster-wide lists and watches of all three kinds (claims across
   // namespaces, as kube-scheduler's informers read them), GET and DELETE of one object.
+  if (n == 4 && p[1] == "apis" && p[2] == "resource.k8s.io" && p[3] == "v1" && method == "GET") {
+    // Discovery of the group version (the extender's --dra-mode=auto asks it).
+    if (!options_.serve_dra) {
+      ex.Reply(404, StatusBody(404, "NotFound", "the server could not find the requested resource"));
+      return;
+    }
+    ex.Reply(200, R"({"kind":"APIResourceList","apiVersion":"v1","groupVersion":"resource.k8s.io/v1",)"
+                  R"("resources":[{"name":"deviceclasses","namespaced":false,"kind":"DeviceClass",)"
+                  R"("verbs":["get","list","watch"]},{"name":"resourceclaims","namespaced":true,)"
+                  R"("kind":"ResourceClaim","verbs":["get","list","watch"]},{"name":)"
+                  R"("resourceslices","namespaced":false,"kind":"ResourceSlice",)"
+                  R"("verbs":["get","list","watch"]}]})");
+    return;
+  }
   if (n >= 5 && p[1] == "apis" && p[2] == "resource.k8s.io" && p[3] == "v1") {
     if (n == 5 && method == "GET" && DraResource(p[4])) {
       if (IsWatch(*ex.req)) {

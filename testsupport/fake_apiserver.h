@@ -34,6 +34,7 @@
 //        as the core lists above (pagination, Exact, 410, bookmarks); GET/DELETE of
 //        .../{deviceclasses,resourceslices}/{name} and .../namespaces/{ns}/resourceclaims/{name}.
 //        The objects are the DRA fact sheet's (shared/protocol/dra/), applied by the test.
+//   GET  /apis/resource.k8s.io/v1   discovery (APIResourceList; 404 without Options::serve_dra)
 // Every request needs "Authorization: Bearer <one of tokens>" (else 401, recorded body),
 // except in client-certificate mode.
 // Fault injection: status answers (500...) before the request is handled or after its write
@@ -115,6 +116,9 @@ class FakeApiServer {
     // answered 429. <= 0: no limit.
     double write_qps = 0;
     int write_burst = 1;
+    // Discovery GET /apis/resource.k8s.io/v1 answers its APIResourceList; false: 404, as a
+    // server that does not serve the group version (before 1.34).
+    bool serve_dra = true;
   };
 
   // A fault applies to the next `times` requests that match (times < 0: all).

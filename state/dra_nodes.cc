@@ -1,0 +1,213 @@
+// ClusterState, DRA mode (docs/dra.md): the mirrored DeviceClasses, ResourceSlices and
+// ResourceClaims (DraState, under the state's own lock like everything else in it), and what
+// they change in the rest of the state:
+//  * nodes: a DRA object may change which offerings of a node are DRA-backed and their units
+//    (node_units.cc derives them), so the nodes it may affect are derived again from their
+//    last Node objects: a class change touches every node, a slice or claim its node;
+//  * pods: a pod bound without our annotation (charged) on a DRA-backed offering is charged
+//    the devices its allocated claims hold, as soon as the mirror has those claims (the claim
+//    and pod watches are separate streams: either may come first).
+// Everything is a no-op unless MirrorOptions::dra.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "state/cluster_state.h"
+
+namespace gse {
+
+void ClusterState::ApplyDeviceClass(DraDeviceClass c) {
+  if (!options_.dra) return;
+  dra_.UpsertDeviceClass(std::move(c));
+  RederiveDraNodes("");
+}
+
+void ClusterState::RemoveDeviceClass(absl::string_view name) {
+  if (!options_.dra || !dra_.RemoveDeviceClass(name)) return;
+  RederiveDraNodes("");
+}
+
+void ClusterState::ApplyResourceSlice(DraResourceSlice s) {
+  if (!options_.dra) return;
+  // A node-local slice changes its node only; the others (node selectors, all nodes) may
+  // change any node.
+  const std::string node = s.node_name;
+  dra_.UpsertResourceSlice(std::move(s));
+  RederiveDraNodes(node);
+}
+
+void ClusterState::RemoveResourceSlice(absl::string_view name) {
+  if (!options_.dra || !dra_.RemoveResourceSlice(name)) return;
+  // The removed slice's node is not kept: derive every node (slices are removed rarely: a
+  // driver restart or a node's removal).
+  RederiveDraNodes("");
+}
+
+namespace {
+// The nodes whose units or charged pods a claim may change: its allocation's node, "" for any
+// node (an allocation without the allocator's single-node selector), nothing when it holds
+// nothing.
+std::vector<std::string> ClaimNodes(const DraResourceClaim* c) {
+  if (c == nullptr || !c->allocated) return {};
+  return {c->allocation_node};
+}
+}  // namespace
+
+void ClusterState::ApplyResourceClaim(DraResourceClaim c) {
+  if (!options_.dra) return;
+  // Before and after: a user-made claim's devices take no new holders (node_units.cc), a pod's
+  // claim moves its charge (RechargeDraPods). A pending claim (most user claims at first)
+  // changes nothing.
+  std::vector<std::string> nodes = ClaimNodes(dra_.ResourceClaim(c.Key()));
+  for (std::string& n : ClaimNodes(&c)) nodes.push_back(std::move(n));
+  dra_.UpsertResourceClaim(std::move(c));
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  if (!nodes.empty() && nodes.front().empty()) {
+    RederiveDraNodes("");
+    return;
+  }
+  for (const std::string& n : nodes) RederiveDraNodes(n);
+}
+
+void ClusterState::RemoveResourceClaim(absl::string_view key) {
+  if (!options_.dra) return;
+  std::vector<std::string> nodes = ClaimNodes(dra_.ResourceClaim(key));
+  if (!dra_.RemoveResourceClaim(key)) return;
+  for (const std::string& n : nodes) RederiveDraNodes(n.empty() ? absl::string_view() : n);
+}
+
+void ClusterState::ReplaceDra(const DraObjectBatch& batch) {
+  if (!options_.dra) return;
+  DraState fresh;
+  for (const DraDeviceClass& c : batch.device_classes) fresh.UpsertDeviceClass(c);
+  for (const DraResourceSlice& s : batch.resource_slices) fresh.UpsertResourceSlice(s);
+  for (const DraResourceClaim& c : batch.resource_claims) fresh.UpsertResourceClaim(c);
+  ReplaceDra(std::move(fresh));
+}
+
+void ClusterState::ReplaceDra(DraState dra) {
+  if (!options_.dra) return;
+  dra_ = std::move(dra);
+  RederiveDraNodes("");
+}
+
+DraNodeKind ClusterState::KindOf(const NodeState& node, OfferingId offering) {
+  const NodeOffering* no = node.Find(offering);
+  if (no == nullptr || no->advertised_name.empty()) return DraNodeKind::kNone;
+  return no->dra ? DraNodeKind::kDra : DraNodeKind::kDevicePlugin;
+}
+
+std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,
+                                                   absl::string_view node,
+                                                   absl::string_view pod_uid) const {
+  std::vector<int32_t> out;
+  if (!no.dra || pod_uid.empty()) return out;
+  // HoldersOn scans the mirrored claims: called for pods bound on DRA-backed offerings and
+  // once per bind there. A terminating claim (a failed attempt's, being deleted) holds
+  // nothing of the pod's.
+  for (const DraHolder& h : dra_.HoldersOn(node)) {
+    if (h.pod_uid != pod_uid) continue;
+    const DraResourceClaim* c = dra_.ResourceClaim(h.claim_key);
+    if (c == nullptr || c->terminating) continue;
+    const std::string device = h.device.ToString();
+    for (size_t i = 0; i < no.unit_devices.size(); ++i) {
+      if (no.unit_devices[i] == device) out.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int32_t> ClusterState::DraUnitsOfClaim(const NodeOffering& no,
+                                                   absl::string_view node,
+                                                   absl::string_view claim_key) const {
+  std::vector<int32_t> out;
+  if (!no.dra) return out;
+  for (const DraHolder& h : dra_.HoldersOn(node)) {
+    if (h.claim_key != claim_key) continue;
+    const std::string device = h.device.ToString();
+    for (size_t i = 0; i < no.unit_devices.size(); ++i) {
+      if (no.unit_devices[i] == device) out.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string ClusterState::DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
+                                             absl::string_view claim_key) const {
+  if (pod_uid.empty()) return "";
+  if (!claim_key.empty()) {
+    const DraResourceClaim* c = dra_.ResourceClaim(claim_key);
+    if (c == nullptr || c->terminating || !c->allocated || !c->IsExtendedResourceClaim() ||
+        c->owner_pod_uid != pod_uid) {
+      return "";
+    }
+    for (const DraHolder& h : dra_.HoldersOn(node)) {
+      if (h.claim_key == claim_key) return std::string(claim_key);
+    }
+    return "";
+  }
+  // A failed bind's claim is deleted (Unreserve) and the retry makes a new one: the old one
+  // is terminating first (its delete-protection finalizer), and the claim watch delivers that
+  // before the new claim. Two live claims of one pod: not decided until one goes.
+  std::string found;
+  for (const DraHolder& h : dra_.HoldersOn(node)) {
+    if (!h.extended || h.pod_uid != pod_uid || h.claim_key == found) continue;
+    const DraResourceClaim* c = dra_.ResourceClaim(h.claim_key);
+    if (c == nullptr || c->terminating) continue;
+    if (!found.empty()) return "";
+    found = h.claim_key;
+  }
+  return found;
+}
+
+void ClusterState::RederiveDraNodes(absl::string_view node) {
+  if (!options_.dra) return;
+  if (!node.empty()) {
+    auto it = dra_node_objects_.find(node);
+    if (it != dra_node_objects_.end()) {
+      const NodeObject object = it->second;  // ApplyNode stores it again
+      ApplyNode(object);
+    }
+  } else {
+    std::vector<std::string> names;
+    names.reserve(dra_node_objects_.size());
+    for (const auto& [name, object] : dra_node_objects_) names.push_back(name);
+    for (const std::string& name : names) {
+      const NodeObject object = dra_node_objects_.find(name)->second;
+      ApplyNode(object);
+    }
+  }
+  RechargeDraPods(node);
+}
+
+void ClusterState::RechargeDraPods(absl::string_view node) {
+  // Bound pods whose claims name other units than they hold (claims seen after the pod, or
+  // units re-derived in another order): move them onto exactly those devices. Reservations of
+  // binds in flight stay as reserved (their bind compares them).
+  std::vector<std::pair<std::string, std::vector<int32_t>>> moves;
+  for (const auto& [id, rec] : pods_) {
+    if (rec.source == HoldingSource::kReserved) continue;
+    if (!node.empty() && rec.assignment.node != node) continue;
+    const NodeState* n = FindNode(rec.assignment.node);
+    const NodeOffering* no = n != nullptr ? n->Find(rec.assignment.offering) : nullptr;
+    if (no == nullptr || !no->dra) continue;
+    std::vector<int32_t> real = DraChargedUnits(*no, rec.assignment.node, rec.uid);
+    if (real.size() != rec.assignment.units.size() || real == rec.assignment.units) continue;
+    moves.emplace_back(id, std::move(real));
+  }
+  for (auto& [id, units] : moves) {
+    PodRecord rec = pods_.find(id)->second;
+    Release(id);
+    rec.assignment.units = std::move(units);
+    if (rec.source == HoldingSource::kCharged) rec.assignment.amount_per_unit = 1;
+    AddPodRecord(std::move(rec));
+  }
+}
+
+}  // namespace gse

@@ -1,0 +1,315 @@
+// ClusterState in DRA mode (state/dra_nodes.cc, docs/dra.md), on the DRA fact sheet's objects
+// (shared/protocol/dra/): the per-node rule in a mixed cluster, DRA-backed units named by
+// device and UUID in walk order, charged pods moved onto their claims' devices whichever of
+// pod and claim comes first, user-made claims blocking their devices, a DeviceClass edited
+// under the state, quotas in units across both kinds, and a relist that keeps the DRA objects.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "state/catalog.h"
+#include "state/cluster_state.h"
+#include "state/dra_objects.h"
+#include "state/mirror.h"
+#include "testsupport/paths.h"
+
+namespace gse {
+namespace {
+
+using ::gse::testing::ReadFileOrDie;
+using ::gse::testing::SharedPath;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kMig[] = "nvidia.com/mig-1g.5gb";
+constexpr char kDraNode[] = "gpu-node-a";  // the fact sheet slice's node
+constexpr char kPluginNode[] = "plugin-1";
+// The fact sheet slice's devices in array (= walk) order.
+const std::vector<std::string> kWalk = {"19-3", "19-0", "19-5", "19-1", "19-6", "19-2", "19-4"};
+// The fact sheet claim's pod.
+constexpr char kClaimPodUid[] = "6f0c3a8e-2b1d-4c6e-9a57-0d2f4b8e1c11";
+
+std::string Dra(const std::string& rel) { return ReadFileOrDie(SharedPath("protocol/dra/" + rel)); }
+
+std::string Edit(const std::string& json, const std::string& from, const std::string& to) {
+  const size_t at = json.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return json;
+  std::string out = json;
+  out.replace(at, from.size(), to);
+  return out;
+}
+
+DraObjectBatch Decode(const std::string& json) {
+  absl::StatusOr<DraObjectBatch> b = DecodeDraObjects(json);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *std::move(b) : DraObjectBatch();
+}
+
+std::shared_ptr<const Catalog> BuiltIn() { return std::make_shared<const Catalog>(Catalog::BuiltIn()); }
+
+MirrorOptions DraOn() {
+  MirrorOptions o;
+  o.dra = true;
+  return o;
+}
+
+NodeObject Node(const std::string& name, const std::map<std::string, int64_t>& allocatable) {
+  NodeObject n;
+  n.name = name;
+  n.uid = name + "-uid";
+  n.allocatable_milli["cpu"] = 64000;
+  n.allocatable_milli["pods"] = 110000;
+  for (const auto& [k, v] : allocatable) n.allocatable_milli[k] = v * 1000;
+  return n;
+}
+
+PodObject Pod(const std::string& ns, const std::string& name, const std::string& uid,
+              const std::string& node) {
+  PodObject p;
+  p.namespace_name = ns;
+  p.name = name;
+  p.uid = uid;
+  p.node_name = node;
+  p.phase = "Running";
+  ContainerResources c;
+  c.name = "main";
+  c.requests_milli[kMig] = 1000;
+  c.limits_milli[kMig] = 1000;
+  p.containers.push_back(c);
+  return p;
+}
+
+void ApplyClassAndSlice(ClusterState& s) {
+  for (auto& c : Decode(Dra("deviceclass-mig-1g-extended.json")).device_classes) {
+    s.ApplyDeviceClass(std::move(c));
+  }
+  for (auto& sl : Decode(Dra("resourceslice-a100-mig-node.json")).resource_slices) {
+    s.ApplyResourceSlice(std::move(sl));
+  }
+}
+
+void ApplyClaim(ClusterState& s, const std::string& json) {
+  for (auto& c : Decode(json).resource_claims) s.ApplyResourceClaim(std::move(c));
+}
+
+const NodeOffering* MigOn(const ClusterState& s, const std::string& node) {
+  const NodeState* n = s.FindNode(node);
+  return n == nullptr ? nullptr : n->Find(s.catalog().Find(kMig)->id);
+}
+
+std::vector<std::string> Devices(const NodeOffering& no) {
+  std::vector<std::string> out;
+  for (const std::string& d : no.unit_devices) out.push_back(d.substr(d.rfind("-19-") + 1));
+  return out;
+}
+
+TEST(ClusterStateDra, MixedClusterKindsAndUnitsInWalkOrder) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  s.ApplyNode(Node(kPluginNode, {{kMig, 7}}));
+  // Before any DRA object: the DRA node offers nothing, the plugin node its allocatable.
+  EXPECT_EQ(MigOn(s, kDraNode), nullptr);
+  ApplyClassAndSlice(s);
+
+  const NodeOffering* dra = MigOn(s, kDraNode);
+  ASSERT_NE(dra, nullptr);
+  EXPECT_TRUE(dra->dra);
+  EXPECT_EQ(dra->advertised_units, 7);
+  EXPECT_EQ(dra->unusable_reason, "");
+  std::vector<std::string> want;
+  for (const std::string& d : kWalk) want.push_back(d);
+  EXPECT_EQ(Devices(*dra), want);
+  EXPECT_EQ(dra->unit_devices[0], "gpu.nvidia.com/gpu-node-a/gpu-0-mig-1g5gb-19-3");
+  EXPECT_EQ(dra->unit_uuids[0], "MIG-3f7b2d4e-0c58-5a6d-89b1-4d5c6f7a8b93");
+  EXPECT_EQ(ClusterState::KindOf(*s.FindNode(kDraNode), dra->offering), DraNodeKind::kDra);
+
+  const NodeOffering* plugin = MigOn(s, kPluginNode);
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_FALSE(plugin->dra);
+  EXPECT_EQ(plugin->advertised_units, 7);
+  EXPECT_TRUE(plugin->unit_devices.empty());
+  EXPECT_EQ(ClusterState::KindOf(*s.FindNode(kPluginNode), plugin->offering),
+            DraNodeKind::kDevicePlugin);
+  EXPECT_TRUE(s.Audit().problems.empty());
+}
+
+TEST(ClusterStateDra, ANodeWithoutDevicesOfTheClassOffersNothing) {
+  // A CPU node and a device-plugin node without the name: a class maps it and allocatable is
+  // absent, but no device of the class is there.
+  ClusterState s(BuiltIn(), DraOn());
+  ApplyClassAndSlice(s);
+  s.ApplyNode(Node("cpu-1", {}));
+  s.ApplyNode(Node(kPluginNode, {{"nvidia.com/gpu", 2}}));
+  EXPECT_EQ(MigOn(s, "cpu-1"), nullptr);
+  EXPECT_EQ(MigOn(s, kPluginNode), nullptr);
+  EXPECT_TRUE(s.FindNode("cpu-1")->offerings.empty());
+}
+
+TEST(ClusterStateDra, OffByDefaultIgnoresDraObjects) {
+  ClusterState s(BuiltIn(), MirrorOptions{});
+  s.ApplyNode(Node(kDraNode, {}));
+  ApplyClassAndSlice(s);
+  EXPECT_EQ(MigOn(s, kDraNode), nullptr);
+  EXPECT_EQ(s.dra().device_class_count(), 0u);
+}
+
+TEST(ClusterStateDra, ChargedPodMovesOntoItsClaimsDeviceWhenTheClaimComesLater) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  ApplyClassAndSlice(s);
+  // Without its claim the pod is charged conservatively: unit 0 (free, lowest).
+  s.ApplyPod(Pod("ml-team", "cuda-infer-7d9f8b6c5-x2lqp", kClaimPodUid, kDraNode));
+  const PodRecord* rec = s.FindPodByUid(kClaimPodUid);
+  ASSERT_NE(rec, nullptr);
+  EXPECT_THAT(rec->assignment.units, ElementsAre(0));
+  // The claim says 19-6: the charge moves there (5th in walk order); a status update of the
+  // pod leaves it there.
+  ApplyClaim(s, Edit(Dra("resourceclaim-extended-allocated.json"),
+                     "\"device\": \"gpu-0-mig-1g5gb-19-3\"", "\"device\": \"gpu-0-mig-1g5gb-19-6\""));
+  rec = s.FindPodByUid(kClaimPodUid);
+  ASSERT_NE(rec, nullptr);
+  EXPECT_EQ(rec->source, HoldingSource::kCharged);
+  EXPECT_THAT(rec->assignment.units, ElementsAre(4));
+  s.ApplyPod(Pod("ml-team", "cuda-infer-7d9f8b6c5-x2lqp", kClaimPodUid, kDraNode));
+  EXPECT_THAT(s.FindPodByUid(kClaimPodUid)->assignment.units, ElementsAre(4));
+  EXPECT_EQ(MigOn(s, kDraNode)->units[0].used, 0);
+  EXPECT_EQ(MigOn(s, kDraNode)->units[4].used, 1);
+  EXPECT_TRUE(s.Audit().problems.empty());
+}
+
+TEST(ClusterStateDra, ChargedPodOnClaimSeenFirst) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  ApplyClassAndSlice(s);
+  ApplyClaim(s, Edit(Dra("resourceclaim-extended-allocated.json"),
+                     "\"device\": \"gpu-0-mig-1g5gb-19-3\"", "\"device\": \"gpu-0-mig-1g5gb-19-2\""));
+  s.ApplyPod(Pod("ml-team", "cuda-infer-7d9f8b6c5-x2lqp", kClaimPodUid, kDraNode));
+  const PodRecord* rec = s.FindPodByUid(kClaimPodUid);
+  ASSERT_NE(rec, nullptr);
+  EXPECT_THAT(rec->assignment.units, ElementsAre(5));  // 19-2
+  const ProjectId p = s.FindProject("ml-team");
+  EXPECT_EQ(s.Usage(p, s.catalog().Find(kMig)->id), 1);  // quota in units
+}
+
+TEST(ClusterStateDra, UserClaimBlocksItsDevice) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  ApplyClassAndSlice(s);
+  // The same allocation, made by a user: no annotation, no owning pod.
+  std::string user = Edit(Dra("resourceclaim-extended-allocated.json"),
+                          "\"resource.kubernetes.io/extended-resource-claim\": \"true\"",
+                          "\"example.com/owner\": \"user\"");
+  ApplyClaim(s, user);
+  const NodeOffering* no = MigOn(s, kDraNode);
+  ASSERT_NE(no, nullptr);
+  EXPECT_TRUE(no->units[0].unhealthy);  // 19-3: no new holders
+  EXPECT_EQ(no->units[0].Free(), 0);
+  EXPECT_FALSE(no->units[1].unhealthy);
+  EXPECT_EQ(no->summary.empty_units, 6);
+  // Its removal frees the device.
+  s.RemoveResourceClaim("ml-team/cuda-infer-7d9f8b6c5-x2lqp-extended-resources-k7m2q");
+  EXPECT_FALSE(MigOn(s, kDraNode)->units[0].unhealthy);
+  EXPECT_TRUE(s.Audit().problems.empty());
+}
+
+TEST(ClusterStateDra, DeviceClassEditedUnderTheState) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  ApplyClassAndSlice(s);
+  ASSERT_EQ(MigOn(s, kDraNode)->advertised_units, 7);
+  // A selector outside the understood subset: no units, the reason said, nothing guessed.
+  const std::string cls = Dra("deviceclass-mig-1g-extended.json");
+  for (auto& c : Decode(Edit(cls, "== '1g.5gb'", "in ['1g.5gb']")).device_classes) {
+    s.ApplyDeviceClass(std::move(c));
+  }
+  const NodeOffering* no = MigOn(s, kDraNode);
+  ASSERT_NE(no, nullptr);
+  EXPECT_EQ(no->advertised_units, 0);
+  EXPECT_EQ(no->unusable_reason, "DeviceClass selectors not understood");
+  EXPECT_THAT(no->dra_problem, HasSubstr("not understood"));
+  // Another profile: no device matches, the node offers nothing of the name.
+  for (auto& c : Decode(Edit(cls, "== '1g.5gb'", "== '2g.10gb'")).device_classes) {
+    s.ApplyDeviceClass(std::move(c));
+  }
+  EXPECT_EQ(MigOn(s, kDraNode), nullptr);
+  // Back: seven units again. The class removed: the name maps to nothing on the node.
+  for (auto& c : Decode(cls).device_classes) s.ApplyDeviceClass(std::move(c));
+  EXPECT_EQ(MigOn(s, kDraNode)->advertised_units, 7);
+  s.RemoveDeviceClass("mig-1g-5gb.nvidia.com");
+  EXPECT_EQ(MigOn(s, kDraNode), nullptr);
+  EXPECT_TRUE(s.Audit().problems.empty());
+}
+
+TEST(ClusterStateDra, AllocatableWinsOverTheClass) {
+  // KEP-5004: allocatable > 0 means device plugin, even where a class maps the name.
+  ClusterState s(BuiltIn(), DraOn());
+  ApplyClassAndSlice(s);
+  s.ApplyNode(Node(kDraNode, {{kMig, 2}}));
+  const NodeOffering* no = MigOn(s, kDraNode);
+  ASSERT_NE(no, nullptr);
+  EXPECT_FALSE(no->dra);
+  EXPECT_EQ(no->advertised_units, 2);
+}
+
+TEST(ClusterStateDra, ReserveOnDraUnitsCountsQuotaAcrossKinds) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  s.ApplyNode(Node(kPluginNode, {{kMig, 7}}));
+  ApplyClassAndSlice(s);
+  ResourceQuotaObject q;
+  q.namespace_name = "team-a";
+  q.name = "gpu";
+  q.hard_milli["requests.nvidia.com/mig-1g.5gb"] = 2000;
+  s.ApplyQuota(q);
+  const OfferingId mig = s.catalog().Find(kMig)->id;
+  const PodClaim a{"team-a/p1", "u1", "team-a", "team-a"};
+  const PodClaim b{"team-a/p2", "u2", "team-a", "team-a"};
+  const PodClaim c{"team-a/p3", "u3", "team-a", "team-a"};
+  ASSERT_TRUE(s.Reserve(a, Assignment{kDraNode, mig, {0}, 1}).ok());
+  ASSERT_TRUE(s.Reserve(b, Assignment{kPluginNode, mig, {0}, 1}).ok());
+  const absl::Status third = s.Reserve(c, Assignment{kDraNode, mig, {1}, 1});
+  EXPECT_FALSE(third.ok());
+  EXPECT_THAT(std::string(third.message()), HasSubstr("quota"));
+  EXPECT_EQ(s.Usage(s.FindProject("team-a"), mig), 2);
+  EXPECT_TRUE(s.Audit().problems.empty());
+}
+
+TEST(ClusterStateDra, RelistKeepsOrReplacesDraObjects) {
+  Mirror mirror(BuiltIn(), DraOn());
+  ObjectBatch batch;
+  batch.nodes.push_back(Node(kDraNode, {}));
+  DraObjectBatch dra = Decode(Dra("deviceclass-mig-1g-extended.json"));
+  dra.resource_slices = Decode(Dra("resourceslice-a100-mig-node.json")).resource_slices;
+  dra.resource_claims = Decode(Dra("resourceclaim-extended-allocated.json")).resource_claims;
+  batch.pods.push_back(Pod("ml-team", "cuda-infer-7d9f8b6c5-x2lqp", kClaimPodUid, kDraNode));
+  mirror.ReplaceAll(batch, absl::Now(), &dra);
+  auto units = [&] {
+    return mirror.Read([](const ClusterState& s) {
+      const PodRecord* rec = s.FindPodByUid(kClaimPodUid);
+      return rec == nullptr ? std::vector<int32_t>{-1} : rec->assignment.units;
+    });
+  };
+  EXPECT_THAT(units(), ElementsAre(0));  // 19-3, from the claim
+  // A relist without DRA lists keeps the mirrored DRA objects.
+  mirror.ReplaceAll(batch, absl::Now());
+  EXPECT_THAT(units(), ElementsAre(0));
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.dra().resource_slice_count(); }), 1u);
+  // One with DRA lists replaces them: no slice, no DRA units, the pod charged to a draining
+  // placeholder (the API server says it runs there).
+  DraObjectBatch empty;
+  mirror.ReplaceAll(batch, absl::Now(), &empty);
+  EXPECT_EQ(mirror.Read([](const ClusterState& s) { return s.dra().resource_slice_count(); }), 0u);
+  EXPECT_TRUE(mirror.Read([](const ClusterState& s) {
+    const NodeOffering* no = MigOn(s, kDraNode);
+    return no != nullptr && no->advertised_units == 0 && !no->units.empty() &&
+           no->units[0].draining;
+  }));
+}
+
+}  // namespace
+}  // namespace gse
