@@ -51,6 +51,7 @@
 #include "extender/live_cluster.h"
 #include "extender/metrics.h"
 #include "extender/mirror_metrics.h"
+#include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
 #include "state/catalog.h"
 #include "state/cluster_state.h"
@@ -179,7 +180,9 @@ void PrintUsage() {
     const std::string name(flag->Name());
     std::string help = flag->Help();
     if (name == "policy") {
-      help = absl::StrCat("placement policy: ", absl::StrJoin(PolicyNames(), " | "));
+      help = absl::StrCat("placement policy: ", absl::StrJoin(ServicePolicyNames(), " | "),
+                          " (fgd: fragmentation-aware, with the nodes' free cpu/memory; "
+                          "docs/fgd.md)");
     }
     absl::StrAppend(&out, "  --", Dashed(name), "\n      ", help, "\n      (default: \"",
                     flag->DefaultValue(), "\")\n");
@@ -366,15 +369,6 @@ absl::StatusOr<Config> LoadConfig() {
   }
   c.mirror_options.unlimited_without_quota = default_quota == "unlimited";
 
-  const std::string policy_name = absl::GetFlag(FLAGS_policy);
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(policy_name);
-  if (!policy.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--policy=\"", policy_name,
-                     "\": unknown policy; valid policies: ", absl::StrJoin(PolicyNames(), ", ")));
-  }
-  c.policy = std::move(*policy);
-
   const std::string catalog_file = absl::GetFlag(FLAGS_catalog);
   if (catalog_file.empty()) {
     c.catalog = std::make_shared<const Catalog>(Catalog::BuiltIn());
@@ -388,6 +382,21 @@ absl::StatusOr<Config> LoadConfig() {
     c.catalog = std::make_shared<const Catalog>(std::move(*catalog));
     c.catalog_source = absl::StrCat("catalog ", catalog_file);
   }
+
+  // After the catalog: fgd's task mix comes from it.
+  const std::string policy_name = absl::GetFlag(FLAGS_policy);
+  const std::vector<std::string> names = ServicePolicyNames();
+  if (std::find(names.begin(), names.end(), policy_name) == names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy=\"", policy_name,
+                     "\": unknown policy; valid policies: ", absl::StrJoin(names, ", ")));
+  }
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeServicePolicy(policy_name, c.catalog);
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy=", policy_name, ": ", policy.status().message()));
+  }
+  c.policy = std::move(*policy);
 
   // After the catalog: quota keys are checked against its offerings.
   if (const std::string quota_file = absl::GetFlag(FLAGS_quota_file); !quota_file.empty()) {

@@ -149,6 +149,10 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
 ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& request,
                                       const std::string& node_name) {
   ReserveDecision d;
+  // Our bind counts against the node's cpu/memory from the commit point, before the watch
+  // shows it (ClusterState "the host view"), as kube-scheduler's assume cache counts it.
+  const std::optional<HostRequest> host =
+      request.host_known ? std::optional<HostRequest>(request.host) : std::nullopt;
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
   // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
   // re-check refuses what the chooser returned, the unit was taken under our feet.
@@ -188,7 +192,8 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
         d.own_unit = d.time_sliced && JoinsOwnUnit(state, request, *node, *a);
         refusal = ReserveRefusal::kUnitTaken;
         return a;
-      });
+      },
+      host);
   d.refusal = d.assignment.ok() ? ReserveRefusal::kNone : refusal;
   if (!d.assignment.ok()) d.own_unit = false;
   return d;

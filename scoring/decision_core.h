@@ -99,7 +99,9 @@ class DecisionCore {
   // bind's commit point for an interested, resolvable `request` of `claim`'s pod on
   // `node_name`: under one writer lock, re-check the node (CheckNode), take the group's units
   // behind a closed agent gate or the policy's choice (ChooseUnits), and reserve them. A pod
-  // that already holds a reservation on that node gets it back (a retried bind).
+  // that already holds a reservation on that node gets it back (a retried bind). The pod's
+  // cpu/memory (request.host) count in the node's host view from here, before the watch
+  // shows the bind (ClusterState "the host view"; docs/fgd.md).
   ReserveDecision Reserve(const PodClaim& claim, const PodRequest& request,
                           const std::string& node_name);
 
