@@ -43,6 +43,7 @@
 #include "rapidjson/writer.h"
 #include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"

@@ -106,6 +106,9 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
     d.spill_outside_candidates = outcome.spill_outside_candidates;
     for (size_t i = 0; i < d.verdicts.size(); ++i) d.verdicts[i] = outcome.fits[i].reason;
   });
+  // Filter sees every pod kube-scheduler considers, fitting or not: what a learning policy
+  // learns the expected mix of tasks from.
+  if (d.request.interested() && d.request.unresolvable.empty()) policy_->ObservePending(pod, d.request);
   return d;
 }
 
@@ -113,6 +116,8 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
                                               const std::vector<absl::string_view>& names,
                                               bool score_pods_without_offering) {
   std::vector<int64_t> scores(names.size(), 0);
+  const std::shared_ptr<const PlacementPolicy> snapshot = policy_->Snapshot();
+  const PlacementPolicy* const policy = snapshot != nullptr ? snapshot.get() : policy_;
   // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
   auto clamped = [](int64_t s) { return std::clamp<int64_t>(s, 0, kMaxExtenderPriority); };
   mirror_->Read([&](const ClusterState& state) {
@@ -123,7 +128,7 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
       const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
       for (size_t i = 0; i < names.size(); ++i) {
         if (candidates->nodes[i] == nullptr) continue;
-        scores[i] = clamped(policy_->Score(state, request, *candidates->nodes[i]));
+        scores[i] = clamped(policy->Score(state, request, *candidates->nodes[i]));
       }
       return;
     }
@@ -134,8 +139,8 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
     const FilterOutcome outcome =
         FilterNodes(state, request, nodes, candidates->slots, [&](size_t i) {
           std::optional<int64_t> score =
-              policy_->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
-          if (!score) score = policy_->ScoreFiltered(state, request, project, *nodes[i]);
+              policy->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
+          if (!score) score = policy->ScoreFiltered(state, request, project, *nodes[i]);
           scores[i] = clamped(*score);
         });
     // Nodes the cross-node affinity rule refused after all score 0.
@@ -153,6 +158,8 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
   // shows it (ClusterState "the host view"), as kube-scheduler's assume cache counts it.
   const std::optional<HostRequest> host =
       request.host_known ? std::optional<HostRequest>(request.host) : std::nullopt;
+  const std::shared_ptr<const PlacementPolicy> snapshot = policy_->Snapshot();
+  const PlacementPolicy* const policy = snapshot != nullptr ? snapshot.get() : policy_;
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
   // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
   // re-check refuses what the chooser returned, the unit was taken under our feet.
@@ -184,7 +191,7 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
         // units are the only choice; else the policy chooses.
         const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
         absl::StatusOr<Assignment> a =
-            gate.joinable ? *gate.joinable : policy_->ChooseUnits(state, request, *node);
+            gate.joinable ? *gate.joinable : policy->ChooseUnits(state, request, *node);
         if (!a.ok()) {
           refusal = ReserveRefusal::kNoFit;
           return a;

@@ -754,29 +754,6 @@ std::vector<TaskClass> CatalogTaskMix(const Catalog& catalog) {
   return out;
 }
 
-std::vector<std::string> ServicePolicyNames() {
-  std::vector<std::string> names = PolicyNames();
-  names.emplace_back(kFgd);
-  return names;
-}
-
-absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeServicePolicy(
-    absl::string_view name, std::shared_ptr<const Catalog> catalog) {
-  if (name == kFgd) {
-    if (catalog == nullptr) return absl::InvalidArgumentError("fgd: no catalog");
-    FragmentationOptions options;
-    options.tasks = CatalogTaskMix(*catalog);
-    options.host_free = MirrorHostFree;
-    return MakeFragmentationPolicy(std::move(catalog), std::move(options));
-  }
-  for (const std::string& known : PolicyNames()) {
-    if (name == known) return MakePolicy(name);
-  }
-  return absl::InvalidArgumentError(absl::StrCat("placement policy: unknown name \"", name,
-                                                 "\"; known: ",
-                                                 absl::StrJoin(ServicePolicyNames(), ", ")));
-}
-
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeBestFitPolicy(
     std::shared_ptr<const Catalog> catalog,
     std::vector<std::pair<std::string, std::string>> twins) {

@@ -109,14 +109,6 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeBestFitPolicy(
 // lacks cpu/memory for nothing at all.
 std::vector<TaskClass> CatalogTaskMix(const Catalog& catalog);
 
-// The policies the service can run (--policy): PolicyNames() and "fgd".
-std::vector<std::string> ServicePolicyNames();
-// PolicyNames()' policies, and "fgd" over the catalog's task mix (CatalogTaskMix) with the
-// mirror's host view (MirrorHostFree): the decision core hands the policy the state it holds
-// the lock on, so the host view and the units are read in one consistent view.
-absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeServicePolicy(
-    absl::string_view name, std::shared_ptr<const Catalog> catalog);
-
 // The same model, for reports: fragmentation and idle capacity in GPU-equivalents.
 class FragmentationModel {
  public:

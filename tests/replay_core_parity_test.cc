@@ -26,6 +26,7 @@
 #include "scoring/feasibility.h"
 #include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/assignment.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
