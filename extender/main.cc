@@ -313,6 +313,44 @@ struct Config {
   absl::Duration agent_gate_timeout;
 };
 
+// --policy with its fgd flags (--fgd-task-mix, --fgd-half-life) over `catalog`.
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> LoadPolicy(std::shared_ptr<const Catalog> catalog) {
+  const std::string policy_name = absl::GetFlag(FLAGS_policy);
+  const std::vector<std::string> names = ServicePolicyNames();
+  if (std::find(names.begin(), names.end(), policy_name) == names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy=\"", policy_name,
+                     "\": unknown policy; valid policies: ", absl::StrJoin(names, ", ")));
+  }
+  ServicePolicyOptions policy_options;
+  const int32_t half_life = absl::GetFlag(FLAGS_fgd_half_life);
+  if (half_life < 1 || half_life > 1000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fgd-half-life=", half_life, ": want 1 to 1000000 pods"));
+  }
+  policy_options.fgd_mix.half_life_pods = half_life;
+  const std::string mix_file = absl::GetFlag(FLAGS_fgd_task_mix);
+  if (!mix_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFlagFile("--fgd-task-mix", mix_file);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<std::vector<TaskClass>> mix = ParseTaskMix(*text);
+    if (!mix.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fgd-task-mix=", mix_file, ": ", mix.status().message()));
+    }
+    policy_options.fgd_seed = *std::move(mix);
+  }
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy =
+      MakeServicePolicy(policy_name, std::move(catalog), std::move(policy_options));
+  if (!policy.ok()) {
+    // The seed is what a valid name can still fail on: name the file that gave it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        mix_file.empty() ? absl::StrCat("--policy=", policy_name) : absl::StrCat("--fgd-task-mix=", mix_file),
+        ": ", policy.status().message()));
+  }
+  return policy;
+}
+
 absl::StatusOr<Config> LoadConfig() {
   Config c;
   absl::StatusOr<ListenAddress> listen = ParseListenAddress(absl::GetFlag(FLAGS_listen));
@@ -394,40 +432,9 @@ absl::StatusOr<Config> LoadConfig() {
   }
 
   // After the catalog: fgd's task mix comes from it.
-  const std::string policy_name = absl::GetFlag(FLAGS_policy);
-  const std::vector<std::string> names = ServicePolicyNames();
-  if (std::find(names.begin(), names.end(), policy_name) == names.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--policy=\"", policy_name,
-                     "\": unknown policy; valid policies: ", absl::StrJoin(names, ", ")));
-  }
-  ServicePolicyOptions policy_options;
-  const int32_t half_life = absl::GetFlag(FLAGS_fgd_half_life);
-  if (half_life < 1 || half_life > 1000000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fgd-half-life=", half_life, ": want 1 to 1000000 pods"));
-  }
-  policy_options.fgd_mix.half_life_pods = half_life;
-  const std::string mix_file = absl::GetFlag(FLAGS_fgd_task_mix);
-  if (!mix_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFlagFile("--fgd-task-mix", mix_file);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<std::vector<TaskClass>> mix = ParseTaskMix(*text);
-    if (!mix.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--fgd-task-mix=", mix_file, ": ", mix.status().message()));
-    }
-    policy_options.fgd_seed = *std::move(mix);
-  }
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy =
-      MakeServicePolicy(policy_name, c.catalog, std::move(policy_options));
-  if (!policy.ok()) {
-    // The seed is what a valid name can still fail on: name the file that gave it.
-    return absl::InvalidArgumentError(absl::StrCat(
-        mix_file.empty() ? absl::StrCat("--policy=", policy_name) : absl::StrCat("--fgd-task-mix=", mix_file),
-        ": ", policy.status().message()));
-  }
-  c.policy = std::move(*policy);
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = LoadPolicy(c.catalog);
+  if (!policy.ok()) return policy.status();
+  c.policy = *std::move(policy);
 
   // After the catalog: quota keys are checked against its offerings.
   if (const std::string quota_file = absl::GetFlag(FLAGS_quota_file); !quota_file.empty()) {
