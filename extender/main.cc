@@ -51,7 +51,10 @@
 #include "extender/live_cluster.h"
 #include "extender/metrics.h"
 #include "extender/mirror_metrics.h"
+#include "extender/task_mix_metrics.h"
+#include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/catalog.h"
 #include "state/cluster_state.h"
 #include "state/k8s_objects.h"
@@ -79,6 +82,13 @@ ABSL_FLAG(std::string, snapshot, "",
           "cluster snapshot: the output of `kubectl get nodes,pods,namespaces,resourcequotas "
           "-A -o json`; empty = the embedded demo cluster (examples/demo-cluster.json)");
 ABSL_FLAG(std::string, policy, "affinity-pack", "placement policy (see the error for the list)");
+ABSL_FLAG(std::string, fgd_task_mix, "",
+          "--policy=fgd: the task mix to start from, a JSON file {\"tasks\":[{\"resource\":..., "
+          "\"amount\":1, \"weight\":1, \"cpu\":\"8\", \"memory\":\"32Gi\"}]} (docs/fgd.md); empty = "
+          "one class per catalog offering. The mix then follows the pods seen");
+ABSL_FLAG(int32_t, fgd_half_life, 2000,
+          "--policy=fgd: pods after which a pod seen counts half in the learned task mix "
+          "(1-1000000)");
 ABSL_FLAG(int32_t, threads, 0,
           "HTTP worker threads kept ready; each serves one connection for its whole keep-alive "
           "life, and one more is started for a connection that finds none idle, up to "
@@ -133,6 +143,7 @@ constexpr int kExitRuntime = 1;
 // Flags in the order --help lists them.
 const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
+    "fgd_task_mix",   "fgd_half_life",
     "threads",        "max_concurrent_binds", "bind_nice", "max_body_bytes", "read_timeout", "write_timeout",
     "keep_alive_timeout", "audit_interval", "agent_gate_timeout", "tls_cert",  "tls_key",      "client_ca",
     "project_label",  "quota_file",     "default_quota"};
@@ -179,7 +190,9 @@ void PrintUsage() {
     const std::string name(flag->Name());
     std::string help = flag->Help();
     if (name == "policy") {
-      help = absl::StrCat("placement policy: ", absl::StrJoin(PolicyNames(), " | "));
+      help = absl::StrCat("placement policy: ", absl::StrJoin(ServicePolicyNames(), " | "),
+                          " (fgd: fragmentation-aware, with the nodes' free cpu/memory; "
+                          "docs/fgd.md)");
     }
     absl::StrAppend(&out, "  --", Dashed(name), "\n      ", help, "\n      (default: \"",
                     flag->DefaultValue(), "\")\n");
@@ -300,6 +313,44 @@ struct Config {
   absl::Duration agent_gate_timeout;
 };
 
+// --policy with its fgd flags (--fgd-task-mix, --fgd-half-life) over `catalog`.
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> LoadPolicy(std::shared_ptr<const Catalog> catalog) {
+  const std::string policy_name = absl::GetFlag(FLAGS_policy);
+  const std::vector<std::string> names = ServicePolicyNames();
+  if (std::find(names.begin(), names.end(), policy_name) == names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy=\"", policy_name,
+                     "\": unknown policy; valid policies: ", absl::StrJoin(names, ", ")));
+  }
+  ServicePolicyOptions policy_options;
+  const int32_t half_life = absl::GetFlag(FLAGS_fgd_half_life);
+  if (half_life < 1 || half_life > 1000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fgd-half-life=", half_life, ": want 1 to 1000000 pods"));
+  }
+  policy_options.fgd_mix.half_life_pods = half_life;
+  const std::string mix_file = absl::GetFlag(FLAGS_fgd_task_mix);
+  if (!mix_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFlagFile("--fgd-task-mix", mix_file);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<std::vector<TaskClass>> mix = ParseTaskMix(*text);
+    if (!mix.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fgd-task-mix=", mix_file, ": ", mix.status().message()));
+    }
+    policy_options.fgd_seed = *std::move(mix);
+  }
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy =
+      MakeServicePolicy(policy_name, std::move(catalog), std::move(policy_options));
+  if (!policy.ok()) {
+    // The seed is what a valid name can still fail on: name the file that gave it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        mix_file.empty() ? absl::StrCat("--policy=", policy_name) : absl::StrCat("--fgd-task-mix=", mix_file),
+        ": ", policy.status().message()));
+  }
+  return policy;
+}
+
 absl::StatusOr<Config> LoadConfig() {
   Config c;
   absl::StatusOr<ListenAddress> listen = ParseListenAddress(absl::GetFlag(FLAGS_listen));
@@ -366,15 +417,6 @@ absl::StatusOr<Config> LoadConfig() {
   }
   c.mirror_options.unlimited_without_quota = default_quota == "unlimited";
 
-  const std::string policy_name = absl::GetFlag(FLAGS_policy);
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(policy_name);
-  if (!policy.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--policy=\"", policy_name,
-                     "\": unknown policy; valid policies: ", absl::StrJoin(PolicyNames(), ", ")));
-  }
-  c.policy = std::move(*policy);
-
   const std::string catalog_file = absl::GetFlag(FLAGS_catalog);
   if (catalog_file.empty()) {
     c.catalog = std::make_shared<const Catalog>(Catalog::BuiltIn());
@@ -388,6 +430,11 @@ absl::StatusOr<Config> LoadConfig() {
     c.catalog = std::make_shared<const Catalog>(std::move(*catalog));
     c.catalog_source = absl::StrCat("catalog ", catalog_file);
   }
+
+  // After the catalog: fgd's task mix comes from it.
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = LoadPolicy(c.catalog);
+  if (!policy.ok()) return policy.status();
+  c.policy = *std::move(policy);
 
   // After the catalog: quota keys are checked against its offerings.
   if (const std::string quota_file = absl::GetFlag(FLAGS_quota_file); !quota_file.empty()) {
@@ -628,6 +675,12 @@ int Run(int argc, char** argv) {
                           live ? live->binder() : static_cast<Binder*>(&record_only),
                           service_options);
   if (live) live->Start(&service);
+  // fgd's learned task mix as metrics, refreshed with the mirror's.
+  std::unique_ptr<TaskMixMetrics> mix_metrics;
+  if (const auto* fgd = dynamic_cast<const LearnedFgdPolicy*>(&service.policy())) {
+    mix_metrics = std::make_unique<TaskMixMetrics>(metrics.registry(), &fgd->learner());
+    mix_metrics->Refresh();
+  }
 
   TuneMallocForLargeBodies();
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
@@ -671,6 +724,7 @@ int Run(int argc, char** argv) {
     while (!stop_cv.wait_for(lock, interval, [&] { return stopping.load(); })) {
       lock.unlock();
       mirror_metrics.Refresh();
+      if (mix_metrics) mix_metrics->Refresh();
       if (live) {
         // The reflector's counters only grow; the metrics take the increments since the
         // last report, per watched kind, per call and per repaired object kind.

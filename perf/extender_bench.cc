@@ -1,5 +1,6 @@
 // extender_bench: issue 3's service benchmarks, printed as figures with the ratio to a floor
-// measured in the same run (never a pass/fail in unit tests).
+// measured in the same run (never a pass/fail in unit tests); then filter/prioritize latency
+// and the sustained rate of each policy of --compare_policies (fgd included) side by side.
 //
 //   build/bin/extender_bench                 # 5,000 nodes x 8 GPUs, 150,000 bound pods
 //   build/bin/extender_bench --nodes=200 --pods=4000 --iterations=20 --sustain_pods=200  # smoke
@@ -29,16 +30,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "extender/decision_log.h"
 #include "extender/extender_service.h"
 #include "extender/http_server.h"
 #include "httplib.h"
+#include "kube/binder.h"
 #include "perf/bench_stats.h"
 #include "perf/synthetic_cluster.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"
@@ -50,7 +55,12 @@ ABSL_FLAG(int32_t, full_node_iterations, 20, "filter calls with full Node object
 ABSL_FLAG(int32_t, sustain_pods, 3000, "pods scheduled per sustained-throughput run");
 ABSL_FLAG(int32_t, clients, 4, "concurrent scheduler clients in the sustained runs");
 ABSL_FLAG(int32_t, small_candidates, 500, "candidate nodes in the second sustained run");
-ABSL_FLAG(std::string, policy, "affinity-pack", "placement policy");
+ABSL_FLAG(std::string, policy, "affinity-pack", "placement policy of the main run");
+ABSL_FLAG(std::string, compare_policies, "affinity-pack,spread,fgd",
+          "policies whose filter/prioritize latency and sustained rate are printed side by side "
+          "(comma-separated; empty: none)");
+ABSL_FLAG(int32_t, compare_sustain_pods, 1000,
+          "pods scheduled per policy in the side-by-side sustained run");
 
 namespace gse::perf {
 namespace {
@@ -275,6 +285,58 @@ void SustainedRun(int port, const std::vector<std::string>& candidates, int pods
               label, pods / seconds, bound.load(), unschedulable.load(), clients, seconds, target);
 }
 
+// Each policy of --compare_policies over the same mirror (its own service and HTTP server):
+// filter and prioritize latency at every candidate name next to the floor, and the sustained
+// rate at every candidate. The mirror fills as the runs bind, in policy order.
+int ComparePolicies(Mirror* mirror, const SyntheticClusterSpec& spec,
+                    const std::vector<std::string>& names, const std::vector<std::string>& bodies,
+                    EchoFloor& floor) {
+  const std::string list = absl::GetFlag(FLAGS_compare_policies);
+  if (list.empty()) return 0;
+  std::shared_ptr<const Catalog> catalog(&Catalog::BuiltIn(), [](const Catalog*) {});
+  auto floor_client = NewClient(floor.port());
+  int run_id = 10;
+  for (absl::string_view name : absl::StrSplit(list, ',')) {
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeServicePolicy(name, catalog);
+    if (!policy.ok()) {
+      std::fprintf(stderr, "--compare_policies: %s\n", policy.status().ToString().c_str());
+      return 2;
+    }
+    RecordOnlyBinder binder;
+    DecisionLog quiet(DecisionLogLevel::kOff, [](absl::string_view) {});
+    ServiceOptions service_options;
+    service_options.decision_log = &quiet;
+    ExtenderService service(mirror, *std::move(policy), &binder, service_options);
+    HttpServerOptions options;
+    options.port = 0;
+    options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);
+    auto server = HttpServer::Create(&service, nullptr, options);
+    if (!server.ok()) {
+      std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+      return 1;
+    }
+    (*server)->Start();
+    auto client = NewClient((*server)->port());
+    for (const char* verb : {"filter", "prioritize"}) {
+      size_t reply = 0;
+      const std::string path = absl::StrCat("/", verb);
+      TimePosts(*client, path, {bodies.begin(), bodies.begin() + std::min<size_t>(10, bodies.size())}, &reply);
+      const Percentiles ours = Summarise(TimePosts(*client, path, bodies, &reply));
+      floor.set_reply_size(reply);
+      const Percentiles base = Summarise(TimePosts(*floor_client, "/echo", bodies, nullptr));
+      PrintLatency(absl::StrCat("[", name, "] ", verb, ", ", names.size(), " names").c_str(), ours, base,
+                   bodies.front().size(), reply, "p99 <= 2x floor");
+    }
+    SustainedRun((*server)->port(), names, absl::GetFlag(FLAGS_compare_sustain_pods),
+                 absl::GetFlag(FLAGS_clients), spec,
+                 absl::StrCat("[", name, "] sustained, ", names.size(), " candidates").c_str(),
+                 ">= 500 pods/s", run_id++);
+    (*server)->Stop();
+    (*server)->Wait(absl::Seconds(10));
+  }
+  return 0;
+}
+
 int Main() {
   SyntheticClusterSpec spec;
   spec.nodes = absl::GetFlag(FLAGS_nodes);
@@ -314,7 +376,8 @@ int Main() {
   }
 
   // --- the service and the floor.
-  auto policy = MakePolicy(absl::GetFlag(FLAGS_policy));
+  std::shared_ptr<const Catalog> catalog(&Catalog::BuiltIn(), [](const Catalog*) {});
+  auto policy = MakeServicePolicy(absl::GetFlag(FLAGS_policy), catalog);
   if (!policy.ok()) {
     std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
     return 2;
@@ -492,6 +555,9 @@ int Main() {
   std::vector<std::string> small(names.begin(), names.begin() + std::min<size_t>(names.size(), static_cast<size_t>(absl::GetFlag(FLAGS_small_candidates))));
   SustainedRun((*server)->port(), small, sustain * 4, clients, spec,
                absl::StrCat("sustained, ", small.size(), " candidates").c_str(), ">= 5,000 pods/s", 2);
+
+  // --- per policy, after the main run (whose figures stay comparable with earlier runs).
+  if (const int rc = ComparePolicies(mirror.get(), spec, names, bodies, floor); rc != 0) return rc;
 
   AuditReport end = mirror->Read([](const ClusterState& s) { return s.Audit(); });
   std::printf("%-44s %lld oversubscribed, %lld multi-owner units after the run (must be 0)\n", "audit",

@@ -13,7 +13,11 @@
 namespace gse::replay {
 
 void ReleasePodNamed(ClusterState& state, const std::string& key) {
-  if (const PodRecord* rec = state.FindPod(key)) state.Release(std::string(rec->id));
+  // RemovePod, as the watch's deletion: the pod's units and its host view count go.
+  if (const PodRecord* rec = state.FindPod(key)) {
+    const std::string uid = rec->uid, pod_key = rec->key;
+    state.RemovePod(uid, pod_key);
+  }
 }
 
 InProcessPlacer::InProcessPlacer(std::shared_ptr<const Catalog> catalog,

@@ -6,6 +6,7 @@
 #define GSE_PERF_PLACER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,41 +28,30 @@ namespace gse::replay {
 
 // kube-scheduler's view of free cpu and memory per node, for policies that count host
 // resources (fgd's HostFreeFn). RunReplay attaches its ledger for the run; thread-safe.
+// The pod being decided brings its own cpu/memory (PodRequest::host).
 class HostView {
  public:
+  // Free cpu and memory of a node by name (milli-units); false = unknown.
+  using ByName = std::function<bool(absl::string_view node, int64_t* cpu_milli, int64_t* memory_milli)>;
   HostView() = default;
   ~HostView() { mu_.ForgetDeadlockInfo(); }
   bool Free(absl::string_view node, int64_t* cpu_milli, int64_t* memory_milli) const {
     absl::MutexLock lock(&mu_);
     return fn_ ? fn_(node, cpu_milli, memory_milli) : false;
   }
-  void Attach(HostFreeFn fn) {
+  void Attach(ByName fn) {
     absl::MutexLock lock(&mu_);
     fn_ = std::move(fn);
   }
   HostFreeFn AsFn() {
-    return [this](absl::string_view n, int64_t* c, int64_t* m) { return Free(n, c, m); };
-  }
-  // The pod being decided (set by the driver around its verbs when it runs one client).
-  void SetPod(bool known, int64_t cpu, int64_t memory) {
-    absl::MutexLock lock(&mu_);
-    pod_known_ = known;
-    pod_cpu_ = cpu;
-    pod_memory_ = memory;
-  }
-  bool Pod(int64_t* cpu, int64_t* memory) const {
-    absl::MutexLock lock(&mu_);
-    *cpu = pod_cpu_;
-    *memory = pod_memory_;
-    return pod_known_;
+    return [this](const ClusterState&, const NodeState& n, int64_t* c, int64_t* m) {
+      return Free(n.name, c, m);
+    };
   }
 
  private:
   mutable absl::Mutex mu_;
-  HostFreeFn fn_ ABSL_GUARDED_BY(mu_);
-  bool pod_known_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t pod_cpu_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t pod_memory_ ABSL_GUARDED_BY(mu_) = 0;
+  ByName fn_ ABSL_GUARDED_BY(mu_);
 };
 
 // One arriving pod as the driver hands it to a Placer.

@@ -271,7 +271,6 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::str
     o.twins = input.twins;
     if (name == "fgd" && host != nullptr) {
       o.host_free = host->AsFn();
-      o.pod_host_demand = [host](int64_t* c, int64_t* m) { return host->Pod(c, m); };
     }
     if (o.tasks.empty()) {
       return absl::InvalidArgumentError("policy fgd: the trace has no pod asking for a catalog resource (empty task mix)");
@@ -676,9 +675,6 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
     if (!plain_node.empty()) return placer_.BindPlain(plan, plain_node);
 
     // ---- the extender: filter -> prioritize -> bind
-    if (options_.host != nullptr && options_.concurrency <= 1) {
-      options_.host->SetPod(true, demand.cpu, demand.memory);
-    }
     absl::StatusOr<ExtenderPick> pick = AskExtender(plan, demand, feasible);
     if (!pick.ok()) return pick.status();
     const std::string& best = pick->best;
@@ -984,8 +980,9 @@ absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& p
   }
   if (options.extender_all_pods && options.concurrency > 1) {
     return absl::InvalidArgumentError(
-        "extender_all_pods (--extender-all-pods): needs concurrency 1 (the pod's own cpu/memory, "
-        "which its score needs, is known only with one client)");
+        "extender_all_pods (--extender-all-pods): needs concurrency 1 (a pod without a catalog "
+        "resource is bound where kube-scheduler's own fit found room, which another client may "
+        "have taken since)");
   }
   return absl::OkStatus();
 }
@@ -998,8 +995,8 @@ absl::StatusOr<RunResult> RunReplay(const ReplayInput& input, Placer& placer,
   fo.twins = input.twins;
   // The report's fragmentation counts host resources too (read under the driver's lock).
   const Driver* self = nullptr;
-  fo.host_free = [&self](absl::string_view node, int64_t* cpu, int64_t* memory) {
-    return self != nullptr && self->HostFreeLocked(node, cpu, memory);
+  fo.host_free = [&self](const ClusterState&, const NodeState& node, int64_t* cpu, int64_t* memory) {
+    return self != nullptr && self->HostFreeLocked(node.name, cpu, memory);
   };
   absl::StatusOr<FragmentationModel> model = FragmentationModel::Create(input.catalog, std::move(fo));
   if (!model.ok()) return model.status();

@@ -156,8 +156,8 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::str
 // Option combinations a run refuses, whatever the input; the error names the option and says
 // why: extender_all_pods with a placer that cannot score pods without a catalog resource (the
 // HTTP placers: ExtenderService's prioritize scores only pods that ask for a catalog
-// resource, and its mirror knows no cpu/memory), or with concurrency > 1 (the pod's own
-// cpu/memory, which the score needs, is known only with one client).
+// resource, and its mirror knows no cpu/memory), or with concurrency > 1 (such a pod is
+// bound where the built-in fit found room, which another client may have taken since).
 absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& placer);
 
 // Runs ValidateReplayOptions first (InvalidArgument when it fails, nothing replayed).

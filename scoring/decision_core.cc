@@ -111,6 +111,9 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
     d.spill_outside_candidates = outcome.spill_outside_candidates;
     for (size_t i = 0; i < d.verdicts.size(); ++i) d.verdicts[i] = outcome.fits[i].reason;
   });
+  // Filter sees every pod kube-scheduler considers, fitting or not: what a learning policy
+  // learns the expected mix of tasks from.
+  if (d.request.interested() && d.request.unresolvable.empty()) policy_->ObservePending(pod, d.request);
   return d;
 }
 
@@ -118,6 +121,8 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
                                               const std::vector<absl::string_view>& names,
                                               bool score_pods_without_offering) {
   std::vector<int64_t> scores(names.size(), 0);
+  const std::shared_ptr<const PlacementPolicy> snapshot = policy_->Snapshot();
+  const PlacementPolicy* const policy = snapshot != nullptr ? snapshot.get() : policy_;
   // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
   auto clamped = [](int64_t s) { return std::clamp<int64_t>(s, 0, kMaxExtenderPriority); };
   mirror_->Read([&](const ClusterState& state) {
@@ -128,7 +133,7 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
       const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
       for (size_t i = 0; i < names.size(); ++i) {
         if (candidates->nodes[i] == nullptr) continue;
-        scores[i] = clamped(policy_->Score(state, request, *candidates->nodes[i]));
+        scores[i] = clamped(policy->Score(state, request, *candidates->nodes[i]));
       }
       return;
     }
@@ -139,8 +144,8 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
     const FilterOutcome outcome =
         FilterNodes(state, request, nodes, candidates->slots, [&](size_t i) {
           std::optional<int64_t> score =
-              policy_->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
-          if (!score) score = policy_->ScoreFiltered(state, request, project, *nodes[i]);
+              policy->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
+          if (!score) score = policy->ScoreFiltered(state, request, project, *nodes[i]);
           scores[i] = clamped(*score);
         });
     // Nodes the cross-node affinity rule refused after all score 0.
@@ -244,6 +249,12 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
                                       absl::Duration dra_claim_wait,
                                       const std::string& dra_claim_key) {
   ReserveDecision d;
+  // Our bind counts against the node's cpu/memory from the commit point, before the watch
+  // shows it (ClusterState "the host view"), as kube-scheduler's assume cache counts it.
+  const std::optional<HostRequest> host =
+      request.host_known ? std::optional<HostRequest>(request.host) : std::nullopt;
+  const std::shared_ptr<const PlacementPolicy> snapshot = policy_->Snapshot();
+  const PlacementPolicy* const policy = snapshot != nullptr ? snapshot.get() : policy_;
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
   WaitForDraClaim(*mirror_, claim, request, node_name, dra_claim_wait, dra_claim_key);
   // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
@@ -272,17 +283,18 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
           refusal = RefusalOf(fit.reason);
           return absl::FailedPreconditionError(fit.Message(request));
         }
-        // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
-        // units are the only choice; else the policy chooses.
+        // On a DRA node the allocator chose the device: it is verified, not chosen.
         if (const NodeOffering* no = node->Find(request.offering); no != nullptr && no->dra) {
           absl::StatusOr<Assignment> a =
               DraAllocatedUnits(state, claim, request, *node, *no, dra_claim_key);
           refusal = a.ok() ? ReserveRefusal::kUnitTaken : ReserveRefusal::kDraRefused;
           return a;
         }
+        // Behind a closed agent gate (CheckNode let the pod join the waiting group) the group's
+        // units are the only choice; else the policy chooses.
         const ClusterState::AgentGate gate = state.AgentGateOf(*node, request.offering);
         absl::StatusOr<Assignment> a =
-            gate.joinable ? *gate.joinable : policy_->ChooseUnits(state, request, *node);
+            gate.joinable ? *gate.joinable : policy->ChooseUnits(state, request, *node);
         if (!a.ok()) {
           refusal = ReserveRefusal::kNoFit;
           return a;
@@ -290,7 +302,8 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
         d.own_unit = d.time_sliced && JoinsOwnUnit(state, request, *node, *a);
         refusal = ReserveRefusal::kUnitTaken;
         return a;
-      });
+      },
+      host);
   d.refusal = d.assignment.ok() ? ReserveRefusal::kNone : refusal;
   if (!d.assignment.ok()) d.own_unit = false;
   return d;

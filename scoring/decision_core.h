@@ -116,7 +116,9 @@ class DecisionCore {
   // bind's commit point for an interested, resolvable `request` of `claim`'s pod on
   // `node_name`: under one writer lock, re-check the node (CheckNode), take the group's units
   // behind a closed agent gate or the policy's choice (ChooseUnits), and reserve them. A pod
-  // that already holds a reservation on that node gets it back (a retried bind). On a DRA
+  // that already holds a reservation on that node gets it back (a retried bind). The pod's
+  // cpu/memory (request.host) count in the node's host view from here, before the watch
+  // shows the bind (ClusterState "the host view"; docs/fgd.md). On a DRA
   // node (NodeOffering::dra) the units are the devices the allocator picked
   // (DraAllocatedUnits), never the policy's: the extender cannot choose there, only refuse.
   // Bind waits up to `dra_claim_wait` for the pod's claim to reach the mirror (its watch may

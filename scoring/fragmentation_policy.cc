@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "scoring/feasibility.h"
 #include "state/unit_rules.h"
@@ -97,7 +98,6 @@ struct FragmentationModel::Impl {
   double cpu_per_gpu = 0, memory_per_gpu = 0;
   std::vector<Task> tasks;
   HostFreeFn host_free;
-  std::function<bool(int64_t*, int64_t*)> pod_host_demand;
   // Mean host demand of the mix's tasks per (offering, amount): what a placement takes.
   absl::flat_hash_map<std::pair<OfferingId, int64_t>, std::pair<int64_t, int64_t>> host_demand;
 
@@ -328,7 +328,6 @@ absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
     impl->tasks.push_back(std::move(t));
   }
   impl->host_free = options.host_free;
-  impl->pod_host_demand = options.pod_host_demand;
   // Mean host demand per GPU shape, weighted by popularity.
   absl::flat_hash_map<std::pair<OfferingId, int64_t>, std::tuple<double, double, double>> sums;
   for (const Task& t : impl->tasks) {
@@ -373,20 +372,26 @@ struct Choice {
 
 class DeviceView {
  public:
-  DeviceView(const FragmentationModel::Impl& impl, const NodeState& node) : impl_(impl) {
+  DeviceView(const FragmentationModel::Impl& impl, const ClusterState& state, const NodeState& node)
+      : impl_(impl) {
     impl.Devices(node, &devices_);
-    if (impl.host_free) host_known_ = impl.host_free(node.name, &cpu_, &memory_);
+    if (impl.host_free) host_known_ = impl.host_free(state, node, &cpu_, &memory_);
   }
   HostMask MaskBefore() const { return impl_.Mask(host_known_, cpu_, memory_); }
-  // The cpu and memory the pod being decided takes: its own when the caller knows it, else
-  // the mean of its task class (offering, amount); unknown for a pod without an offering.
-  void SetPod(OfferingId offering, int64_t amount) {
+  // The cpu and memory the pod being decided takes: its own (PodRequest::host, memory in
+  // bytes x 1000 as the mix counts it), else the mean of its task class (offering, amount);
+  // unknown for a request without a pod and without an offering.
+  void SetPod(const PodRequest& request) {
     pod_known_ = false;
     if (!host_known_) return;
-    if (impl_.pod_host_demand && impl_.pod_host_demand(&pod_cpu_, &pod_memory_)) {
+    if (request.host_known) {
+      pod_cpu_ = request.host.cpu_milli;
+      pod_memory_ = request.host.memory_bytes * 1000;  // kMaxHostRequest: no overflow
       pod_known_ = true;
       return;
     }
+    const OfferingId offering = request.offering;
+    const int64_t amount = request.amount;
     if (offering == kNoOffering) return;
     auto it = impl_.host_demand.find({offering, amount});
     pod_cpu_ = it == impl_.host_demand.end() ? 0 : it->second.first;
@@ -457,7 +462,7 @@ class FragPolicyBase : public PlacementPolicy {
     if (request.offering == kNoOffering && request.unresolvable.empty()) {
       // A pod asking for no catalog resource (a deployment that sends every pod to the
       // extender): it takes no unit, only host cpu/memory.
-      return HostOnlyScore(node);
+      return HostOnlyScore(state, request, node);
     }
     absl::StatusOr<Choice> c = Decide(state, request, node);
     if (!c.ok()) return 0;
@@ -490,7 +495,9 @@ class FragPolicyBase : public PlacementPolicy {
   virtual bool PreferFullest() const = 0;
   // The score of a pod that asks for no catalog resource: 0 unless the policy models host
   // resources (fgd).
-  virtual int64_t HostOnlyScore(const NodeState&) const { return 0; }
+  virtual int64_t HostOnlyScore(const ClusterState&, const PodRequest&, const NodeState&) const {
+    return 0;
+  }
 
   const FragmentationModel::Impl& impl() const { return *impl_; }
 
@@ -504,8 +511,8 @@ class FragPolicyBase : public PlacementPolicy {
     const NodeOffering& no = *node.Find(request.offering);
     const ProjectId project = state.FindProject(request.project);
 
-    DeviceView view(*impl_, node);
-    view.SetPod(request.offering, request.amount);
+    DeviceView view(*impl_, state, node);
+    view.SetPod(request);
     const double before = Before(view, node.gpu_product);
     const HostMask after_mask = view.MaskAfter();
     Choice best;
@@ -639,9 +646,10 @@ class FgdPolicy final : public FragPolicyBase {
   // value is the idle GPU capacity that the mix's tasks lose because the pod takes the host
   // resources they need (F's delta: 0 on a node without idle GPUs or with room left for every
   // task), plus the approach to that cliff (Impl::Starved), as for a GPU pod.
-  int64_t HostOnlyScore(const NodeState& node) const override {
-    DeviceView view(impl(), node);
-    view.SetPod(kNoOffering, 0);
+  int64_t HostOnlyScore(const ClusterState& state, const PodRequest& request,
+                        const NodeState& node) const override {
+    DeviceView view(impl(), state, node);
+    view.SetPod(request);
     if (!view.pod_known()) {
       return kMaxExtenderPriority / 2;  // no host view (fgd-gpu) or the pod's demand unknown: no preference
     }
@@ -684,11 +692,11 @@ absl::StatusOr<FragmentationModel> FragmentationModel::Create(std::shared_ptr<co
   return FragmentationModel(*std::move(impl));
 }
 
-double FragmentationModel::NodeFragmentation(const NodeState& node) const {
+double FragmentationModel::NodeFragmentation(const ClusterState& state, const NodeState& node) const {
   std::vector<Device> devices;
   impl_->Devices(node, &devices);
   int64_t cpu = 0, memory = 0;
-  const bool known = impl_->host_free && impl_->host_free(node.name, &cpu, &memory);
+  const bool known = impl_->host_free && impl_->host_free(state, node, &cpu, &memory);
   return impl_->F(node.gpu_product, std::move(devices), impl_->Mask(known, cpu, memory));
 }
 
@@ -702,7 +710,7 @@ double FragmentationModel::NodeIdle(const NodeState& node) const {
 
 double FragmentationModel::ClusterFragmentation(const ClusterState& state) const {
   double t = 0;
-  for (const auto& [name, node] : state.nodes()) t += NodeFragmentation(*node);
+  for (const auto& [name, node] : state.nodes()) t += NodeFragmentation(state, *node);
   return t;
 }
 
@@ -710,6 +718,18 @@ double FragmentationModel::ClusterIdle(const ClusterState& state) const {
   double t = 0;
   for (const auto& [name, node] : state.nodes()) t += NodeIdle(*node);
   return t;
+}
+
+bool MirrorHostFree(const ClusterState& state, const NodeState& node, int64_t* cpu_milli,
+                    int64_t* memory_milli) {
+  int64_t cpu = 0, memory_bytes = 0;
+  if (!state.HostFree(node, &cpu, &memory_bytes, nullptr)) return false;
+  *cpu_milli = cpu;
+  // Free memory may be negative (pods bound beyond allocatable) or, for a hostile Node, near
+  // 2^63 bytes: saturate rather than overflow the milli-units.
+  constexpr int64_t kLimit = std::numeric_limits<int64_t>::max() / 1000;
+  *memory_milli = std::clamp(memory_bytes, -kLimit, kLimit) * 1000;
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeFragmentationPolicy(
@@ -721,6 +741,17 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeFragmentationPolicy(
     return absl::InvalidArgumentError("fgd: tasks: the expected task mix is empty");
   }
   return std::unique_ptr<PlacementPolicy>(new FgdPolicy(*std::move(impl)));
+}
+
+std::vector<TaskClass> CatalogTaskMix(const Catalog& catalog) {
+  std::vector<TaskClass> out;
+  for (const Offering& o : catalog.offerings()) {
+    TaskClass t;
+    t.resource = o.resource;
+    t.amount = 1;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeBestFitPolicy(

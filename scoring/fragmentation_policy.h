@@ -22,8 +22,9 @@
 //
 // Pods that ask for no catalog resource (a deployment that sends every pod to the extender):
 // Score(request with offering kNoOffering) is fgd's value of the pod's cpu/memory alone (the
-// devices do not change; 0 on a node without idle GPUs), known only with pod_host_demand;
-// without it, and for "fgd-gpu" and "bestfit", every node scores alike (5 and 0).
+// devices do not change; 0 on a node without idle GPUs), from the request's own cpu/memory
+// (PodRequest::host); without a host view, and for "fgd-gpu" and "bestfit", every node
+// scores alike (5 and 0).
 //
 // Twins: an offering pair (exclusive, mps) whose unit i on a node is the same physical GPU
 // (the replayer's openb mapping advertises every GPU both ways; see docs/replay.md). Such a
@@ -70,24 +71,28 @@ struct TaskClass {
   int64_t memory_milli = 0;
 };
 
-// Free cpu and memory of a node (milli-units), when the caller knows them; false = unknown.
-using HostFreeFn = std::function<bool(absl::string_view node, int64_t* cpu_milli,
-                                      int64_t* memory_milli)>;
+// Free cpu and memory of `node` (milli-units) on `state`, the view the policy is deciding on,
+// when the caller knows them; false = unknown. Called under whatever lock the caller holds
+// on `state` (the Mirror's reader or writer lock): it must not take the Mirror's locks.
+using HostFreeFn = std::function<bool(const ClusterState& state, const NodeState& node,
+                                      int64_t* cpu_milli, int64_t* memory_milli)>;
+
+// The mirror's own host view (ClusterState::HostFree: allocatable minus the requests of the
+// pods bound there and of our reservations in flight) in the policy's units: milli-cpu and
+// memory bytes x 1000. What the service and the in-process replay hand to fgd.
+bool MirrorHostFree(const ClusterState& state, const NodeState& node, int64_t* cpu_milli,
+                    int64_t* memory_milli);
 
 struct FragmentationOptions {
   std::vector<TaskClass> tasks;
   // (exclusive offering, mps offering) pairs whose unit i on a node is one device.
   std::vector<std::pair<std::string, std::string>> twins;
-  // Optional host view. The mirror tracks GPU units only; where the free cpu and memory of
-  // nodes are known (the replayer passes kube-scheduler's own accounting), a task that lacks
-  // them on a node counts all the node's idle GPU capacity as fragment, as FGD's "lack CPU"
-  // quadrants do, the starved capacity counts (above), and a placement is assumed to take
-  // the mean cpu/memory of its task class.
+  // Optional host view (MirrorHostFree for the service and the in-process replay). Where the
+  // free cpu and memory of nodes are known, a task that lacks them on a node counts all the
+  // node's idle GPU capacity as fragment, as FGD's "lack CPU" quadrants do, the starved
+  // capacity counts (above), and a placement takes the pod's own cpu/memory
+  // (PodRequest::host), or the mean of its task class for a request built without a pod.
   HostFreeFn host_free;
-  // Optional: the cpu and memory of the pod being decided, when the caller knows it (the
-  // replayer with one scheduler client); else the mean of its task class is assumed (and a
-  // pod without a catalog resource gets no preference).
-  std::function<bool(int64_t* cpu_milli, int64_t* memory_milli)> pod_host_demand;
 };
 
 // Validates the options against the catalog (known resources, amounts within the offering,
@@ -98,6 +103,12 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeBestFitPolicy(
     std::shared_ptr<const Catalog> catalog,
     std::vector<std::pair<std::string, std::string>> twins);
 
+// The task mix seeded from the catalog alone: one class per offering, one unit (or share,
+// or ticket) of it, equal popularity, no host demand. What the service's fgd assumes until
+// it is told better; without host demand in the mix, the host view only decides where a task
+// lacks cpu/memory for nothing at all.
+std::vector<TaskClass> CatalogTaskMix(const Catalog& catalog);
+
 // The same model, for reports: fragmentation and idle capacity in GPU-equivalents.
 class FragmentationModel {
  public:
@@ -107,7 +118,7 @@ class FragmentationModel {
   FragmentationModel& operator=(FragmentationModel&&) noexcept;
   ~FragmentationModel();
 
-  double NodeFragmentation(const NodeState& node) const;
+  double NodeFragmentation(const ClusterState& state, const NodeState& node) const;
   double NodeIdle(const NodeState& node) const;
   // Sums over every node that is not removed.
   double ClusterFragmentation(const ClusterState& state) const;

@@ -74,6 +74,8 @@ void AddContainer(const Catalog& catalog, const ContainerResources& c, bool init
 PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::string project) {
   PodRequest request;
   request.project = std::move(project);
+  request.host = PodHostRequest(pod);
+  request.host_known = true;
 
   std::map<OfferingId, Demand> demand;
   for (const auto& c : pod.containers) AddContainer(catalog, c, /*init=*/false, demand);

@@ -22,6 +22,10 @@ struct PodRequest {
   // than one time-sliced ticket (I5), more shares than a unit has, a fractional amount):
   // a fixed reason, reported as unresolvable on every node.
   std::string unresolvable;
+  // What the pod asks of its node's cpu and memory (PodHostRequest), for policies that count
+  // host resources (fgd); host_known is false for a request built without a pod.
+  HostRequest host;
+  bool host_known = false;
 
   bool interested() const { return offering != kNoOffering || !unresolvable.empty(); }
 };

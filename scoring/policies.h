@@ -52,6 +52,15 @@ class PlacementPolicy {
   virtual absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state,
                                                  const PodRequest& request,
                                                  const NodeState& node) const = 0;
+  // A policy that changes as it learns (fgd's task mix, scoring/task_mix.h) returns the
+  // policy to decide one call with, so that a prioritize or bind never mixes two versions;
+  // nullptr (the default) means this policy itself.
+  virtual std::shared_ptr<const PlacementPolicy> Snapshot() const { return nullptr; }
+  // Called by filter with each pod kube-scheduler asks about (any number of times per pod),
+  // outside the mirror's locks. A policy that learns from them must be thread-safe.
+  virtual void ObservePending(const PodObject& pod, const PodRequest& request) const {
+    (void)pod, (void)request;
+  }
 };
 
 // "affinity-pack" (default): the project's partly filled unit first (fullest first), then nodes

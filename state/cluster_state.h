@@ -377,9 +377,12 @@ class ClusterState {
   // of the same namespace/name with another UID is another pod: it takes its own capacity.
   // With kReserved each success starts one bind of the pod (PodRecord::binds_in_flight, on a
   // reservation that is still kReserved); its outcome ends it: Confirm, ReleaseReservation or
-  // MarkUnconfirmed.
+  // MarkUnconfirmed. `host`: the pod's cpu/memory requests (PodHostRequest), when the caller
+  // has the pod; they count in the host view on the reserved node from here until the API's
+  // facts take over ("the host view" below).
   absl::Status Reserve(const PodClaim& claim, const Assignment& a,
-                       HoldingSource source = HoldingSource::kReserved);
+                       HoldingSource source = HoldingSource::kReserved,
+                       std::optional<HostRequest> host = std::nullopt);
   // Marks a reservation confirmed (bind succeeded at `bound_at`). NotFound if the pod (its
   // PodRecord::id) holds nothing.
   absl::Status Confirm(absl::string_view pod_id, absl::Time bound_at = absl::Now());
@@ -399,7 +402,9 @@ class ClusterState {
   // again. Units it names that this state lacks are created draining; capacity, owner or
   // quota it breaks here is an API fact for Audit(), as after a quota lowered under running
   // pods. Precondition: no record with rec.id.
-  void CarryOver(const PodRecord& rec, absl::string_view project);
+  // The record's count in `from`'s host view (a reservation in flight, a bind the list
+  // predates) comes along too.
+  void CarryOver(const PodRecord& rec, absl::string_view project, const ClusterState& from);
 
   // ---- read access for decisions (scoring/) ----
   const Catalog& catalog() const { return *catalog_; }
@@ -487,11 +492,17 @@ class ClusterState {
   std::vector<std::string> DraDrift() const { return dra_.Drift(*catalog_); }
 
   // ---- the host view: cpu, memory and pods per node (host_requests.cc) ----
-  // Kept from API facts only (ApplyPod/RemovePod, never Reserve): every pod bound to a node
-  // (spec.nodeName) and not terminal counts there, whether or not it asks for a catalog
-  // resource, with PodHostRequest(pod) and one pod slot; a terminating pod counts until its
-  // deletion (as kube-scheduler counts it). A pod's update replaces its contribution, so
-  // watch replays, relists and rebinds count it once.
+  // Kept from API facts (ApplyPod/RemovePod) and from our own binds in flight: every pod
+  // bound to a node (spec.nodeName) and not terminal counts there, whether or not it asks for
+  // a catalog resource, with PodHostRequest(pod) and one pod slot; a terminating pod counts
+  // until its deletion (as kube-scheduler counts it). A pod's update replaces its
+  // contribution, so watch replays, relists and rebinds count it once.
+  // A reservation (Reserve with `host`) counts on its node from the commit point,
+  // as kube-scheduler's assume cache counts a pod it is binding: the next decision must not
+  // hand out the cpu/memory of a bind the watch has not shown yet. The watch's bound pod then
+  // replaces it (same id), a pending event of the pod leaves it, and a released reservation
+  // (ReleaseReservation) takes it back. Non-GPU pods that we bind without a reservation count
+  // when the watch shows them.
   // The summed requests of the pods bound to `node_name` (zero when none).
   HostResources HostRequested(absl::string_view node_name) const;
   // allocatable - requested for the node: false (outputs untouched) when the node is removed
@@ -551,6 +562,8 @@ class ClusterState {
   // The host view's steps (host_requests.cc): counts `pod` (by id) where it is bound now, or
   // nowhere when it is pending or terminal; UncountHostPod forgets it.
   void CountHostPod(const std::string& id, const PodObject& pod);
+  // Counts `request` (by id) on `node_name`, replacing any earlier count of the id.
+  void CountHost(const std::string& id, const std::string& node_name, const HostRequest& request);
   void UncountHostPod(absl::string_view id);
   // Inserts the record (by its id, indexed under its key) and adds its holdings.
   void AddPodRecord(PodRecord rec);

@@ -37,14 +37,18 @@ void ClusterState::CountHostPod(const std::string& id, const PodObject& pod) {
     UncountHostPod(id);
     return;
   }
-  const HostRequest request = PodHostRequest(pod);
+  CountHost(id, pod.node_name, PodHostRequest(pod));
+}
+
+void ClusterState::CountHost(const std::string& id, const std::string& node_name,
+                             const HostRequest& request) {
   auto it = host_pods_.find(id);
-  if (it != host_pods_.end() && it->second.node->first == pod.node_name &&
+  if (it != host_pods_.end() && it->second.node->first == node_name &&
       it->second.request == request) {
-    return;  // a replay: counted already
+    return;  // a replay (or the watch showing our reservation bound): counted already
   }
   UncountHostPod(id);
-  auto* node = &*host_requested_.try_emplace(pod.node_name).first;
+  auto* node = &*host_requested_.try_emplace(node_name).first;
   AddTo(node->second, request, +1);
   host_pods_.emplace(id, HostPod{node, request});
 }

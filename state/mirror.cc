@@ -50,13 +50,14 @@ Mirror::WriterLock::WriterLock(absl::Mutex* mu) : mu_(mu) {
 
 Mirror::WriterLock::~WriterLock() { mu_->Unlock(); }
 
-absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Chooser& choose) {
+absl::StatusOr<Assignment> Mirror::ReserveWith(const PodClaim& claim, const Chooser& choose,
+                                               std::optional<HostRequest> host) {
   WriterLock lock(&mu_);
   // Choice and commit under one writer lock: no other bind can take the chosen capacity in
   // between, and Reserve re-checks the choice anyway (a chooser is only a policy).
   absl::StatusOr<Assignment> chosen = choose(static_cast<const ClusterState&>(state_));
   if (!chosen.ok()) return chosen.status();
-  absl::Status reserved = state_.Reserve(claim, *chosen, HoldingSource::kReserved);
+  absl::Status reserved = state_.Reserve(claim, *chosen, HoldingSource::kReserved, host);
   if (!reserved.ok()) return reserved;
   return chosen;
 }
@@ -199,7 +200,7 @@ void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at,
     // As it is: the admission rules (quota, owner, capacity) applied when it was reserved; a
     // bind that commits must find its units held. What the list shows beyond the rules is an
     // API fact for Audit, never a reason to hand the units out again.
-    fresh.CarryOver(pod, state_.project(pod.project).name);
+    fresh.CarryOver(pod, state_.project(pod.project).name, state_);
   }
   fresh.InheritAgentWaits(state_);
   fresh.InheritAgentLiveness(state_);

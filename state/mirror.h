@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -61,9 +62,11 @@ class Mirror {
   static bool ThisThreadYieldsToReaders();
 
   // Bind's commit point: under one writer lock, `choose` picks an assignment on the current
-  // state and ClusterState::Reserve re-checks and commits it.
+  // state and ClusterState::Reserve re-checks and commits it (with the pod's `host` requests
+  // for the host view, when known).
   using Chooser = std::function<absl::StatusOr<Assignment>(const ClusterState&)>;
-  absl::StatusOr<Assignment> ReserveWith(const PodClaim& claim, const Chooser& choose);
+  absl::StatusOr<Assignment> ReserveWith(const PodClaim& claim, const Chooser& choose,
+                                         std::optional<HostRequest> host = std::nullopt);
 
   // ClusterState::Confirm / Release of the pod with that PodRecord::id (PodIdOf).
   absl::Status Confirm(absl::string_view pod_id);

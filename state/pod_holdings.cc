@@ -201,9 +201,13 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   // Only this pod's own record (its UID) is touched: a recreated pod of the same name is
   // another pod, and the old one's record leaves with its own deletion (or a relist).
   const std::string id = PodIdOf(pod.uid, key);
-  CountHostPod(id, pod);
   auto it = pods_.find(id);
   PodRecord* existing = it == pods_.end() ? nullptr : &it->second;
+  // A pending event of a pod whose bind is in flight (our reservation) keeps the reservation's
+  // host count, as it keeps its units below.
+  const bool in_flight = existing != nullptr && existing->source == HoldingSource::kReserved &&
+                         pod.node_name.empty() && !pod.terminating && !pod.Terminal();
+  if (!in_flight) CountHostPod(id, pod);
   if (pod.Terminal()) {
     if (existing != nullptr) Release(id);
     return;
@@ -371,7 +375,12 @@ void ClusterState::RemovePod(absl::string_view uid, absl::string_view key) {
   Release(id);
 }
 
-void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project) {
+void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project,
+                             const ClusterState& from) {
+  if (auto h = from.host_pods_.find(rec.id);
+      h != from.host_pods_.end() && host_pods_.find(rec.id) == host_pods_.end()) {
+    CountHost(rec.id, h->second.node->first, h->second.request);
+  }
   PodRecord copy = rec;
   copy.project = InternProject(project);  // project ids are per state
   AddPodRecord(std::move(copy));

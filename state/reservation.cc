@@ -28,7 +28,7 @@ int64_t ClusterState::UsageDelta(const Offering& offering, const NodeOffering& n
 }
 
 absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
-                                   HoldingSource source) {
+                                   HoldingSource source, std::optional<HostRequest> host) {
   if (claim.key.empty()) return absl::InvalidArgumentError("reserve: pod key is empty");
   const std::string id = PodIdOf(claim.uid, claim.key);
   if (auto it = pods_.find(id); it != pods_.end()) {
@@ -67,6 +67,8 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.agent_wait_from = absl::Now();
   rec.awaiting_agent_since = rec.agent_wait_from;
   AddPodRecord(std::move(rec));
+  // The host view counts the bind from here (cluster_state.h "the host view").
+  if (host.has_value()) CountHost(id, a.node, *host);
   return absl::OkStatus();
 }
 
@@ -199,6 +201,8 @@ bool ClusterState::ReleaseReservation(absl::string_view pod_id, const Assignment
   // Another bind of the same pod still out, or one that may have committed: the units stay
   // until that outcome (or the API's objects) settles them.
   if (rec.binds_in_flight > 0 || rec.unconfirmed_since != absl::InfinitePast()) return false;
+  // Still kReserved: the watch has not shown the pod bound, so its host count is ours.
+  UncountHostPod(pod_id);
   return Release(pod_id);
 }
 

@@ -22,9 +22,11 @@
 #include "perf/in_process_placer.h"
 #include "perf/replay_engine.h"
 #include "rapidjson/document.h"
+#include "scoring/decision_core.h"
 #include "scoring/feasibility.h"
 #include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/assignment.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
@@ -53,12 +55,16 @@ std::shared_ptr<const Catalog> TestCatalog() {
   return std::make_shared<const Catalog>(*std::move(c));
 }
 
-// 2 whole GPUs, 3 time-sliced slices of 2 tickets, 2 MPS GPUs of 4 shares; `agent`: the node
-// carries its agent's inventory, so pods bound there wait for the agent (agent gate).
+// 2 whole GPUs, 3 time-sliced slices of 2 tickets, 2 MPS GPUs of 4 shares, 16 cpus, 64 GiB;
+// `agent`: the node carries its agent's inventory, so pods bound there wait for the agent
+// (agent gate).
 NodeObject Node(const std::string& name, bool agent = false) {
   NodeObject n;
   n.name = name;
   n.uid = name + "-uid";
+  n.allocatable_milli["cpu"] = 16000;
+  n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+  n.allocatable_milli["pods"] = 110000;
   n.allocatable_milli[kGpu] = 2000;
   n.allocatable_milli[kTs] = 6000;
   n.allocatable_milli[kMps] = 8000;
@@ -75,12 +81,14 @@ ObjectBatch Cluster() {
   return b;
 }
 
+// GPU pods ask for `cpu` cpus and 1 GiB besides (fgd reads them through the host view).
 std::string PodJson(const std::string& ns, const std::string& name, const std::string& resource,
-                    int amount) {
+                    int amount, const std::string& cpu = "2") {
   std::string res = resource.empty()
-                        ? std::string(R"("requests":{"cpu":"1"})")
-                        : absl::StrCat(R"("requests":{")", resource, R"(":")", amount,
-                                       R"("},"limits":{")", resource, R"(":")", amount, R"("})");
+                        ? absl::StrCat(R"("requests":{"cpu":")", cpu, R"("})")
+                        : absl::StrCat(R"("requests":{"cpu":")", cpu, R"(","memory":"1Gi",")",
+                                       resource, R"(":")", amount, R"("},"limits":{")", resource,
+                                       R"(":")", amount, R"("})");
   return absl::StrCat(R"({"metadata":{"name":")", name, R"(","namespace":")", ns,
                       R"(","uid":")", ns, "-", name, R"(-uid"},"spec":{"containers":[{"name":"c","resources":{)",
                       res, "}}]}}");
@@ -262,8 +270,10 @@ class Pair {
 
  private:
   std::unique_ptr<PlacementPolicy> MakeNamed(const std::string& name) {
+    // The service's policies as main() makes them (fgd with the mirror's host view), for
+    // the service and the placer alike.
     absl::StatusOr<std::unique_ptr<PlacementPolicy>> p =
-        name == "bestfit" ? MakeBestFitPolicy(catalog_, {}) : MakePolicy(name);
+        name == "bestfit" ? MakeBestFitPolicy(catalog_, {}) : MakeServicePolicy(name, catalog_);
     EXPECT_TRUE(p.ok()) << p.status();
     return *std::move(p);
   }
@@ -404,17 +414,188 @@ TEST_P(ParityTest, ScoresFollowTheMirrorAsItFills) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, ParityTest,
-                         ::testing::Values("affinity-pack", "spread", "bestfit"),
+                         ::testing::Values("affinity-pack", "spread", "bestfit", "fgd"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
 
+// ---- fgd in the service: the mirror's host view ----
+
+// A binder whose answer the test sets: bound, or refused by the API.
+class SwitchBinder : public Binder {
+ public:
+  BindResult Bind(const BindTarget&, const std::map<std::string, std::string>&) override {
+    absl::MutexLock lock(&mu_);
+    return refuse_ ? BindResult::NotBound(absl::FailedPreconditionError("refused by the test"))
+                   : BindResult::Bound();
+  }
+  void Refuse(bool refuse) {
+    absl::MutexLock lock(&mu_);
+    refuse_ = refuse;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool refuse_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Nodes a and b alike in GPUs (2 whole GPUs, 8 cpus each); on b a CPU-only pod already takes
+// 6 cpus. The expected tasks ask for 1 GPU and 4 cpus. A pod of 1 GPU and 2 cpus:
+//   on a, both GPUs stay usable (8 - 2 = 6 cpus feed the other one): fragmentation 0 -> 0;
+//   on b, the 2 free cpus already strand both idle GPUs (F = 2); placing the pod there uses
+//   one of them up (F = 1): a negative delta, the better score.
+// Without the host view the nodes are alike and the tie goes to a, leaving b's GPUs stranded.
+class FgdHostTest : public ::testing::Test {
+ protected:
+  FgdHostTest() : catalog_(TestCatalog()), mirror_(catalog_, MirrorOptions{}) {
+    mirror_.Write([&](ClusterState& s) {
+      ObjectBatch b;
+      b.namespaces.push_back({"team-a", {}});
+      for (const char* name : {"a", "b"}) {
+        NodeObject n;
+        n.name = name;
+        n.uid = absl::StrCat(name, "-uid");
+        n.allocatable_milli[kGpu] = 2000;
+        n.allocatable_milli["cpu"] = 8000;
+        n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+        n.allocatable_milli["pods"] = 110000;
+        b.nodes.push_back(n);
+      }
+      PodObject web = DecodePodText(PodJson("team-a", "web", "", 0, "6"));
+      web.node_name = "b";
+      b.pods.push_back(web);
+      s.ApplyBatch(b);
+      return true;
+    });
+  }
+
+  std::unique_ptr<ExtenderService> Service(bool host_view) {
+    FragmentationOptions o;
+    TaskClass t;
+    t.resource = kGpu;
+    t.cpu_milli = 4000;
+    o.tasks = {t};
+    if (host_view) o.host_free = MirrorHostFree;
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeFragmentationPolicy(catalog_, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return std::make_unique<ExtenderService>(&mirror_, *std::move(p), &binder_, ServiceOptions{});
+  }
+
+  static std::string Args(const std::string& pod_json) {
+    return absl::StrCat(R"({"Pod":)", pod_json, R"(,"Nodes":null,"NodeNames":["a","b"]})");
+  }
+  static std::vector<int64_t> Scores(const std::string& body) {
+    rapidjson::Document doc;
+    doc.Parse(body.data(), body.size());
+    std::vector<int64_t> out;
+    if (!doc.IsArray()) return out;
+    for (const auto& e : doc.GetArray()) out.push_back(e["Score"].GetInt64());
+    return out;
+  }
+  static std::string BindBody(const std::string& name, const std::string& node) {
+    return absl::StrCat(R"({"PodName":")", name, R"(","PodNamespace":"team-a","PodUID":"team-a-)",
+                        name, R"(-uid","Node":")", node, R"("})");
+  }
+  int64_t FreeCpu(const std::string& node) {
+    return mirror_.Read([&](const ClusterState& s) {
+      int64_t cpu = -1;
+      EXPECT_TRUE(s.HostFree(*s.FindNode(node), &cpu, nullptr, nullptr));
+      return cpu;
+    });
+  }
+
+  std::shared_ptr<const Catalog> catalog_;
+  Mirror mirror_;
+  SwitchBinder binder_;
+};
+
+TEST_F(FgdHostTest, PrefersTheNodeWhereThePodFragmentsLeastGivenHostCpu) {
+  const std::string pod = PodJson("team-a", "p1", kGpu, 1, "2");
+  const std::vector<int64_t> blind = Scores(Service(false)->Prioritize(Args(pod)).body);
+  ASSERT_EQ(blind.size(), 2u);
+  EXPECT_EQ(blind[0], blind[1]) << "without cpu the nodes look alike";
+
+  std::unique_ptr<ExtenderService> service = Service(true);
+  const std::vector<int64_t> seen = Scores(service->Prioritize(Args(pod)).body);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[1], seen[0]) << "b: the pod uses a GPU that b's cpu would strand anyway";
+  EXPECT_EQ(seen[0], 5);  // a: delta 0
+}
+
+TEST_F(FgdHostTest, OurBindCountsBeforeTheWatchShowsItAndARefusedOneGivesItBack) {
+  std::unique_ptr<ExtenderService> service = Service(true);
+  ASSERT_EQ(FreeCpu("a"), 8000);
+  // A refused bind: nothing of the pod stays counted.
+  const std::string p1 = PodJson("team-a", "p1", kGpu, 1, "2");
+  ASSERT_EQ(service->Filter(Args(p1)).status, 200);
+  binder_.Refuse(true);
+  EXPECT_NE(service->Bind(BindBody("p1", "a")).body.find("refused by the test"), std::string::npos);
+  EXPECT_EQ(FreeCpu("a"), 8000);
+  // A bound one counts at once (no watch here, as before the watch event arrives)...
+  binder_.Refuse(false);
+  EXPECT_NE(service->Bind(BindBody("p1", "a")).body.find(R"("Error":"")"), std::string::npos);
+  EXPECT_EQ(FreeCpu("a"), 6000);
+  // ...and the watch's bound pod (same UID, our annotations) replaces the count, once.
+  PodObject seen = DecodePodText(p1);
+  seen.node_name = "a";
+  mirror_.Write([&](ClusterState& s) {
+    const PodRecord* rec = s.FindPod("team-a/p1");
+    EXPECT_NE(rec, nullptr);
+    if (rec != nullptr) seen.annotations = AssignmentAnnotations(rec->assignment, s.catalog(), "team-a");
+    s.ApplyPod(seen);
+    s.ApplyPod(seen);
+    return true;
+  });
+  EXPECT_EQ(FreeCpu("a"), 6000);
+
+  // A bind still in flight (reserved, the API's answer not in yet): a pending event of the
+  // pod (a list that predates the binding) keeps it counted, as it keeps its unit; the API's
+  // refusal then takes it back.
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> pack = MakePolicy("affinity-pack");
+  ASSERT_TRUE(pack.ok());
+  DecisionCore core(&mirror_, pack->get());
+  const PodObject p2 = DecodePodText(PodJson("team-a", "p2", kGpu, 1, "3"));
+  const PodRequest request = core.Resolve(p2).request;
+  const PodClaim claim{p2.Key(), p2.uid, p2.namespace_name, request.project};
+  const ReserveDecision d = core.Reserve(claim, request, "a");
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  EXPECT_EQ(FreeCpu("a"), 3000);
+  mirror_.Write([&](ClusterState& s) {
+    s.ApplyPod(p2);
+    return true;
+  });
+  EXPECT_EQ(FreeCpu("a"), 3000);
+  EXPECT_TRUE(mirror_.ReleaseReservation(PodIdOf(p2.uid, p2.Key()), *d.assignment));
+  EXPECT_EQ(FreeCpu("a"), 6000);
+  mirror_.Read([](const ClusterState& s) {
+    const AuditReport audit = s.Audit();
+    EXPECT_EQ(audit.stale_summaries, 0) << absl::StrJoin(audit.problems, "; ");
+  });
+}
+
+TEST_F(FgdHostTest, AMalformedHostRequestChangesNothing) {
+  std::unique_ptr<ExtenderService> service = Service(true);
+  const auto before = mirror_.Read([](const ClusterState& s) { return s.host_requested(); });
+  std::string bad = PodJson("team-a", "p9", kGpu, 1, "lots");
+  const VerbResult f = service->Filter(Args(bad));
+  EXPECT_EQ(f.status, 400);
+  EXPECT_NE(f.body.find("cpu"), std::string::npos) << f.body;
+  EXPECT_GE(service->Prioritize(Args(bad)).status, 400);
+  EXPECT_EQ(service->Bind(BindBody("p9", "a")).body.find("\"Error\":\"\""), std::string::npos);
+  mirror_.Read([&](const ClusterState& s) {
+    EXPECT_EQ(s.host_requested(), before);
+    EXPECT_EQ(s.FindPod("team-a/p9"), nullptr);
+  });
+  EXPECT_EQ(FreeCpu("a"), 8000);
+  EXPECT_EQ(FreeCpu("b"), 2000);
+}
+
 TEST(ParityPolicies, EveryServicePolicyIsCovered) {
   // A new policy must be added to the parity run above.
-  for (const std::string& name : PolicyNames()) {
-    EXPECT_TRUE(name == "affinity-pack" || name == "spread") << name;
+  for (const std::string& name : ServicePolicyNames()) {
+    EXPECT_TRUE(name == "affinity-pack" || name == "spread" || name == "fgd") << name;
   }
 }
 

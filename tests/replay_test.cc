@@ -609,9 +609,9 @@ TEST(FragmentationPolicy, HandComputedFragmentation) {
   const OfferingId gpu = catalog->Find("nvidia.com/gpu")->id;
   ASSERT_TRUE(state.Reserve({"ns/s", "", "ns", "ns"}, Assignment{"n", mps, {0}, 70}).ok());
   ASSERT_TRUE(state.Reserve({"ns/h", "", "ns", "node-agent"}, Assignment{"n", gpu, {0}, 1}).ok());
-  EXPECT_NEAR(model->NodeFragmentation(*state.FindNode("n")), 0.3, 1e-9);
+  EXPECT_NEAR(model->NodeFragmentation(state, *state.FindNode("n")), 0.3, 1e-9);
   EXPECT_NEAR(model->NodeIdle(*state.FindNode("n")), 1.3, 1e-9);
-  EXPECT_NEAR(model->NodeFragmentation(*state.FindNode("m")), 0.0, 1e-9);
+  EXPECT_NEAR(model->NodeFragmentation(state, *state.FindNode("m")), 0.0, 1e-9);
 
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> fgd = MakeFragmentationPolicy(catalog, fo);
   ASSERT_TRUE(fgd.ok()) << fgd.status();

@@ -1,0 +1,230 @@
+// The fgd task mix learned online (scoring/task_mix.h): the file format, the decaying
+// window, and fgd in the decision core changing its choice once the mix it learned asks for
+// cpu.
+#include "scoring/task_mix.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+#include "scoring/decision_core.h"
+#include "scoring/fragmentation_policy.h"
+#include "state/catalog.h"
+#include "state/k8s_objects.h"
+#include "state/mirror.h"
+
+namespace gse {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGpu[] = "nvidia.com/gpu";
+constexpr char kMps[] = "nvidia.com/gpu.mps";
+
+std::shared_ptr<const Catalog> TestCatalog() {
+  std::vector<Offering> v(2);
+  v[0].resource = kGpu;
+  v[1].resource = kMps;
+  v[1].sharing = Sharing::kMps;
+  v[1].replicas = 4;
+  absl::StatusOr<Catalog> c = Catalog::FromOfferings(std::move(v));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::make_shared<const Catalog>(*std::move(c));
+}
+
+TaskClass Task(const std::string& resource, int64_t amount, int64_t cpu_milli = 0) {
+  TaskClass t;
+  t.resource = resource;
+  t.amount = amount;
+  t.cpu_milli = cpu_milli;
+  return t;
+}
+
+double WeightOf(const std::vector<TaskClass>& mix, const std::string& resource, int64_t amount) {
+  double w = 0;
+  for (const TaskClass& t : mix) {
+    if (t.resource == resource && t.amount == amount) w += t.weight;
+  }
+  return w;
+}
+
+TEST(TaskMixFile, ParsesEveryField) {
+  absl::StatusOr<std::vector<TaskClass>> mix = ParseTaskMix(R"({"tasks":[
+    {"resource":"nvidia.com/gpu","amount":2,"weight":3,"cpu":"8","memory":"1Ki","products":["B","A"]},
+    {"resource":"nvidia.com/gpu.mps"}]})");
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  ASSERT_EQ(mix->size(), 2u);
+  EXPECT_EQ((*mix)[0].amount, 2);
+  EXPECT_EQ((*mix)[0].weight, 3);
+  EXPECT_EQ((*mix)[0].cpu_milli, 8000);
+  EXPECT_EQ((*mix)[0].memory_milli, 1024 * 1000);  // bytes x 1000, as fgd counts memory
+  EXPECT_EQ((*mix)[0].products, (std::vector<std::string>{"A", "B"}));
+  EXPECT_EQ((*mix)[1].amount, 1);
+  EXPECT_EQ((*mix)[1].weight, 1);
+}
+
+TEST(TaskMixFile, ErrorsNameTheTaskAndTheField) {
+  const std::map<std::string, std::string> bad = {
+      {R"({"tasks":[]})", "tasks: must be a non-empty array"},
+      {R"({"tasks":[{"amount":1}]})", "tasks[0]: resource"},
+      {R"({"tasks":[{"resource":"x"},{"resource":"y","cpu":"lots"}]})", "tasks[1]: cpu"},
+      {R"({"tasks":[{"resource":"x","memory":"-1"}]})", "tasks[0]: memory: must not be negative"},
+      {R"({"tasks":[{"resource":"x","weight":-1}]})", "tasks[0]: weight"},
+      {R"({"tasks":[{"resource":"x","gpus":1}]})", "tasks[0]: gpus: unknown field"},
+      {R"({"tasks":[{"resource":"x"}],"extra":1})", "extra: unknown field"},
+      {R"({"tasks":[{"resource":"x"}]} trailing)", "document:"},
+  };
+  for (const auto& [json, want] : bad) {
+    absl::StatusOr<std::vector<TaskClass>> mix = ParseTaskMix(json);
+    ASSERT_FALSE(mix.ok()) << json;
+    EXPECT_THAT(std::string(mix.status().message()), HasSubstr(want)) << json;
+  }
+}
+
+TEST(TaskMixLearner, TheSeedFadesAndRecentPodsWeighMost) {
+  TaskMixOptions o;
+  o.half_life_pods = 100;
+  o.seed_pods = 100;
+  TaskMixLearner learner({Task(kGpu, 1), Task(kMps, 1)}, o);
+  EXPECT_NEAR(WeightOf(learner.Current(), kGpu, 1), 0.5, 1e-9);
+
+  // 100 pods of 2 shares: the seed (worth 100 pods) has halved; the new class holds
+  // sum_{k<100} 2^(-k/100) ~ 72.5 of its weight against the seed's 50.
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(learner.Observe(absl::StrCat("u", i), Task(kMps, 2, 4000)));
+  std::vector<TaskClass> mix = learner.Current();
+  EXPECT_NEAR(WeightOf(mix, kMps, 2), 72.5 / 122.5, 0.01);
+  EXPECT_NEAR(WeightOf(mix, kGpu, 1), 25.0 / 122.5, 0.01);
+  for (const TaskClass& t : mix) {
+    if (t.resource == kMps && t.amount == 2) {
+      EXPECT_EQ(t.cpu_milli, 4000);
+    }
+  }
+  // A pod counts once however often it is asked about.
+  EXPECT_FALSE(learner.Observe("u7", Task(kMps, 2, 4000)));
+  EXPECT_EQ(learner.observed(), 100);
+
+  // Then only whole GPUs: after ten half-lives the 2-share class is ~0.1 % of the mix.
+  for (int i = 0; i < 1000; ++i) learner.Observe(absl::StrCat("v", i), Task(kGpu, 1));
+  EXPECT_LT(WeightOf(learner.Current(), kMps, 2), 0.002);
+  EXPECT_GT(WeightOf(learner.Current(), kGpu, 1), 0.99);
+}
+
+TEST(TaskMixLearner, TheLightestClassMakesRoom) {
+  TaskMixOptions o;
+  o.max_classes = 2;
+  o.seed_pods = 1;
+  TaskMixLearner learner({Task(kGpu, 1)}, o);
+  for (int i = 0; i < 5; ++i) learner.Observe(absl::StrCat("a", i), Task(kGpu, 2));
+  learner.Observe("b", Task(kMps, 3));  // evicts the seed (weight 1), not the 2-GPU class
+  const std::vector<TaskClass> mix = learner.Current();
+  ASSERT_EQ(mix.size(), 2u);
+  EXPECT_GT(WeightOf(mix, kGpu, 2), 0.8);
+  EXPECT_GT(WeightOf(mix, kMps, 3), 0.1);
+  EXPECT_EQ(WeightOf(mix, kGpu, 1), 0);
+}
+
+// Nodes a and b: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. Seeded
+// from the catalog (no cpu), fgd sees the two nodes alike for a 1-GPU pod. Once the pods it
+// was asked about (1 GPU, 4 cpus each) taught it that tasks need 4 cpus, b's two free cpus
+// strand its GPUs, and a pod of 1 GPU and 2 cpus is best placed on b.
+TEST(LearnedFgdPolicy, LearnsThatTasksNeedCpuAndPlacesAccordingly) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (const char* name : {"a", "b"}) {
+      NodeObject n;
+      n.name = name;
+      n.allocatable_milli[kGpu] = 2000;
+      n.allocatable_milli["cpu"] = 8000;
+      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+      n.allocatable_milli["pods"] = 110000;
+      b.nodes.push_back(n);
+    }
+    PodObject web;
+    web.name = "web";
+    web.namespace_name = "team-a";
+    web.uid = "web-uid";
+    web.node_name = "b";
+    web.containers.push_back({"c", {{"cpu", 6000}}, {}});
+    b.pods.push_back(web);
+    s.ApplyBatch(b);
+    return true;
+  });
+  TaskMixOptions o;
+  o.seed_pods = 10;
+  o.republish_every = 16;
+  o.half_life_pods = 50;
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DecisionCore core(&mirror, policy->get());
+  auto pod = [](const std::string& name, int64_t cpu_milli) {
+    PodObject p;
+    p.name = name;
+    p.namespace_name = "team-a";
+    p.uid = name + "-uid";
+    p.containers.push_back({"c", {{"cpu", cpu_milli}, {kGpu, 1000}}, {{kGpu, 1000}}});
+    return p;
+  };
+  const std::vector<absl::string_view> nodes = {"a", "b"};
+  const std::vector<int64_t> before = core.Prioritize(pod("probe", 2000), nodes);
+  EXPECT_EQ(before[0], before[1]);
+
+  for (int i = 0; i < 64; ++i) core.Filter(pod(absl::StrCat("train-", i), 4000), nodes);
+  EXPECT_EQ((*policy)->learner().observed(), 64);
+  EXPECT_GT(WeightOf((*policy)->learner().Current(), kGpu, 1), 0.8);
+  const std::vector<int64_t> after = core.Prioritize(pod("probe", 2000), nodes);
+  EXPECT_GT(after[1], after[0]) << "b's idle GPUs are stranded by its cpu: the pod goes there";
+}
+
+// Filters (which teach the mix and republish the policy) and prioritizes (which decide on a
+// snapshot) from several threads at once: no race (the TSan build runs this), every pod
+// counted once.
+TEST(LearnedFgdPolicy, LearnsAndDecidesFromManyThreads) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([&](ClusterState& s) {
+    NodeObject n;
+    n.name = "a";
+    n.allocatable_milli[kGpu] = 8000;
+    n.allocatable_milli["cpu"] = 64000;
+    n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+    n.allocatable_milli["pods"] = 110000;
+    s.ApplyNode(n);
+    return true;
+  });
+  TaskMixOptions o;
+  o.republish_every = 4;
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DecisionCore core(&mirror, policy->get());
+  const std::vector<absl::string_view> nodes = {"a"};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        PodObject p;
+        p.name = absl::StrCat("p-", t, "-", i);
+        p.namespace_name = "team-a";
+        p.uid = p.name + "-uid";
+        p.containers.push_back({"c", {{"cpu", 1000 * (1 + i % 4)}, {kGpu, 1000 * (1 + i % 2)}}, {}});
+        core.Filter(p, nodes);
+        EXPECT_GT(core.Prioritize(p, nodes)[0], 0);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ((*policy)->learner().observed(), 200);
+}
+
+}  // namespace
+}  // namespace gse
