@@ -1,11 +1,13 @@
 // "fgd" and "bestfit" (see fragmentation_policy.h for the model).
 //
-// A node is read once per call into a small vector of Devices (one per GPU or MIG slice, twins
-// merged); fragmentation is a pure function of (product, sorted devices), memoised, so that a
-// filter over thousands of nodes of a few dozen shapes costs a hash lookup per node.
+// A node is read once per call into a small inline list of Devices (one per GPU or MIG slice,
+// twins merged); fragmentation is a pure function of (product, host mask, devices), memoised
+// by the devices in the node's own unit order, so that a prioritize over thousands of nodes
+// costs a device list, a key and a hash lookup per node and placement weighed.
 #include "scoring/fragmentation_policy.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -31,6 +34,7 @@ namespace {
 constexpr absl::string_view kFgd = "fgd";
 constexpr absl::string_view kBestFit = "bestfit";
 constexpr size_t kMaxMemo = 1 << 20;
+constexpr size_t kMaxMemoBytes = size_t{64} << 20;
 
 // One GPU or MIG slice. `a` is the offering of the unit (for twins: the exclusive one) and
 // `b` the twin (mps) or kNoOffering. free/cap are in the offering's own units: 1/1 for a
@@ -58,8 +62,13 @@ struct Task {
   int64_t cpu = 0, memory = 0;
 };
 
-// Bit i set: task i lacks cpu or memory on the node.
-using HostMask = std::vector<uint64_t>;
+// A node's devices. Inline: a prioritize builds one list per candidate and one per placement
+// it weighs (5,000 candidates x a few dozen devices), so heap allocations would dominate.
+using DeviceList = absl::InlinedVector<Device, 64>;
+
+// Bit i set: task i lacks cpu or memory on the node. Inline for the same reason (the service's
+// mix has at most 64 classes: one word).
+using HostMask = absl::InlinedVector<uint64_t, 2>;
 
 bool ProductOk(const std::vector<std::string>& products, absl::string_view product) {
   if (products.empty()) return true;
@@ -102,7 +111,10 @@ struct FragmentationModel::Impl {
   absl::flat_hash_map<std::pair<OfferingId, int64_t>, std::pair<int64_t, int64_t>> host_demand;
 
   mutable absl::Mutex mu;
+  // F by key (see F). Filter, prioritize and bind call F concurrently, under the mirror's
+  // reader lock or writer lock, from any number of threads.
   mutable absl::flat_hash_map<std::string, double> memo ABSL_GUARDED_BY(mu);
+  mutable size_t memo_bytes ABSL_GUARDED_BY(mu) = 0;  // sum of memo's key sizes
 
   const Offering& Get(OfferingId id) const { return catalog->Get(id); }
 
@@ -113,7 +125,7 @@ struct FragmentationModel::Impl {
   }
 
   // Devices of the node, twins merged, in unit order.
-  void Devices(const NodeState& node, std::vector<Device>* out) const {
+  void Devices(const NodeState& node, DeviceList* out) const {
     out->clear();
     if (node.removed) return;
     for (const NodeOffering& no : node.offerings) {
@@ -210,7 +222,7 @@ struct FragmentationModel::Impl {
     return m;
   }
 
-  double ComputeF(absl::string_view product, const std::vector<Device>& devices,
+  double ComputeF(absl::string_view product, const DeviceList& devices,
                   const HostMask& mask) const {
     double total = 0;
     for (const Device& d : devices) total += Idle(d);
@@ -237,24 +249,68 @@ struct FragmentationModel::Impl {
     return f;
   }
 
-  double F(absl::string_view product, std::vector<Device> devices, const HostMask& mask) const {
-    std::sort(devices.begin(), devices.end());
-    std::string key(product.data(), product.size());
-    key.push_back('\0');
-    key.append(reinterpret_cast<const char*>(mask.data()), mask.size() * sizeof(uint64_t));
+  // One device as three words (its six fields but `index`, which ComputeF never reads).
+  using PackedDevice = std::array<uint64_t, 3>;
+  static PackedDevice Pack(const Device& d) {
+    auto w = [](int32_t hi, int32_t lo) {
+      return (uint64_t{static_cast<uint32_t>(hi)} << 32) | uint64_t{static_cast<uint32_t>(lo)};
+    };
+    return {w(d.a, d.b), w(d.free_a, d.cap_a), w(d.free_b, d.cap_b)};
+  }
+
+  // F of the node, memoised. This runs for every candidate of a prioritize, before and after
+  // each placement weighed (5,000 candidates of a few dozen devices each), so the key is cheap
+  // to build: the devices in the order the node lists them, runs of equal devices as one
+  // (packed device, count) entry, after the product and the mask, built in place. It is not
+  // canonical (the same multiset of devices in two orders makes two entries: a node's order
+  // is its unit order, fixed while its units only change state), but a sort per call cost a
+  // third of prioritize. The value is computed on the sorted devices, so it is the same for
+  // every order (ComputeF's floating-point sums run in one order). Lookups take the reader
+  // lock: concurrent prioritizes share the memo without queueing behind each other.
+  double F(absl::string_view product, const DeviceList& devices, const HostMask& mask) const {
+    struct Run {
+      PackedDevice device;
+      uint64_t count;
+    };
+    absl::InlinedVector<Run, 64> runs;
     for (const Device& d : devices) {
-      const int32_t v[6] = {d.a, d.b, d.free_a, d.cap_a, d.free_b, d.cap_b};
-      key.append(reinterpret_cast<const char*>(v), sizeof(v));
+      const PackedDevice p = Pack(d);
+      if (!runs.empty() && runs.back().device == p) {
+        ++runs.back().count;
+      } else {
+        runs.push_back(Run{p, 1});
+      }
     }
+    absl::InlinedVector<char, 2048> key;
+    const size_t mask_bytes = mask.size() * sizeof(uint64_t);
+    const size_t run_bytes = runs.size() * sizeof(Run);
+    key.resize(product.size() + 1 + mask_bytes + run_bytes);
+    char* at = key.data();
+    if (!product.empty()) std::memcpy(at, product.data(), product.size());
+    at += product.size();
+    *at++ = '\0';
+    if (mask_bytes > 0) std::memcpy(at, mask.data(), mask_bytes);
+    at += mask_bytes;
+    if (run_bytes > 0) std::memcpy(at, runs.data(), run_bytes);
+    const absl::string_view k(key.data(), key.size());
     {
-      absl::MutexLock lock(&mu);
-      auto it = memo.find(key);
-      if (it != memo.end()) return it->second;
+      absl::ReaderMutexLock lock(&mu);
+      // The const find: readers share the lock, so none may call a mutating member.
+      const auto& readonly = memo;
+      auto it = readonly.find(k);
+      if (it != readonly.end()) return it->second;
     }
-    const double f = ComputeF(product, devices, mask);
+    DeviceList sorted = devices;
+    std::sort(sorted.begin(), sorted.end());
+    const double f = ComputeF(product, sorted, mask);
     absl::MutexLock lock(&mu);
-    if (memo.size() >= kMaxMemo) memo.clear();
-    memo.emplace(std::move(key), f);
+    // Bounded by entries and by key bytes (keys follow nodes, not shapes: thousands of nodes
+    // of a few dozen devices each, each in a few states).
+    if (memo.size() >= kMaxMemo || memo_bytes + k.size() > kMaxMemoBytes) {
+      memo.clear();
+      memo_bytes = 0;
+    }
+    if (memo.emplace(std::string(k), f).second) memo_bytes += k.size();
     return f;
   }
 };
@@ -410,14 +466,14 @@ class DeviceView {
     return impl_.Starved(idle_after, c - static_cast<double>(pod_cpu_), m - static_cast<double>(pod_memory_)) -
            impl_.Starved(idle_before, c, m);
   }
-  std::vector<Device>& devices() { return devices_; }
-  const std::vector<Device>& devices() const { return devices_; }
+  DeviceList& devices() { return devices_; }
+  const DeviceList& devices() const { return devices_; }
 
   // The devices after `units` of `offering` took `amount` each (twins blocked as the replay's
   // node agent blocks them).
-  std::vector<Device> After(OfferingId offering, Sharing sharing, const std::vector<int32_t>& units,
+  DeviceList After(OfferingId offering, Sharing sharing, const std::vector<int32_t>& units,
                             int64_t amount) const {
-    std::vector<Device> after = devices_;
+    DeviceList after = devices_;
     for (Device& d : after) {
       const bool is_a = d.a == offering, is_b = d.b == offering;
       if (!is_a && !is_b) continue;
@@ -438,7 +494,7 @@ class DeviceView {
     return after;
   }
 
-  double Idle(const std::vector<Device>& ds) const {
+  double Idle(const DeviceList& ds) const {
     double t = 0;
     for (const Device& d : ds) t += impl_.Idle(d);
     return t;
@@ -446,7 +502,7 @@ class DeviceView {
 
  private:
   const FragmentationModel::Impl& impl_;
-  std::vector<Device> devices_;
+  DeviceList devices_;
   bool host_known_ = false;
   int64_t cpu_ = 0, memory_ = 0;
   bool pod_known_ = false;
@@ -487,7 +543,7 @@ class FragPolicyBase : public PlacementPolicy {
  protected:
   // The value of a candidate placement, smaller is better.
   virtual double Value(const DeviceView& view, absl::string_view product,
-                       const std::vector<Device>& after, const HostMask& after_mask,
+                       const DeviceList& after, const HostMask& after_mask,
                        double before) const = 0;
   virtual double Before(DeviceView& view, absl::string_view product) const = 0;
   virtual int64_t Grade(Sharing sharing, const Choice& c) const = 0;
@@ -620,7 +676,7 @@ class FgdPolicy final : public FragPolicyBase {
   double Before(DeviceView& view, absl::string_view product) const override {
     return impl().F(product, view.devices(), view.MaskBefore());
   }
-  double Value(const DeviceView& view, absl::string_view product, const std::vector<Device>& after,
+  double Value(const DeviceView& view, absl::string_view product, const DeviceList& after,
                const HostMask& after_mask, double before) const override {
     // F's delta, plus the approach to F's host cliff (Impl::Starved): both in GPUs.
     return impl().F(product, after, after_mask) - before +
@@ -670,7 +726,7 @@ class BestFitPolicy final : public FragPolicyBase {
 
  protected:
   double Before(DeviceView&, absl::string_view) const override { return 0; }
-  double Value(const DeviceView& view, absl::string_view, const std::vector<Device>& after,
+  double Value(const DeviceView& view, absl::string_view, const DeviceList& after,
                const HostMask&, double) const override {
     return view.Idle(after);
   }
@@ -693,7 +749,7 @@ absl::StatusOr<FragmentationModel> FragmentationModel::Create(std::shared_ptr<co
 }
 
 double FragmentationModel::NodeFragmentation(const ClusterState& state, const NodeState& node) const {
-  std::vector<Device> devices;
+  DeviceList devices;
   impl_->Devices(node, &devices);
   int64_t cpu = 0, memory = 0;
   const bool known = impl_->host_free && impl_->host_free(state, node, &cpu, &memory);
@@ -701,7 +757,7 @@ double FragmentationModel::NodeFragmentation(const ClusterState& state, const No
 }
 
 double FragmentationModel::NodeIdle(const NodeState& node) const {
-  std::vector<Device> devices;
+  DeviceList devices;
   impl_->Devices(node, &devices);
   double t = 0;
   for (const Device& d : devices) t += impl_->Idle(d);

@@ -37,8 +37,9 @@
 // Scores are integers 0..10 (kube-scheduler's extender range): fgd round(10 / (1 + e^(1.5 x)))
 // with x its value above (GPUs; FGD's sigmoid, steeper for 11 levels), bestfit a bucket of the
 // capacity left (finer near 0).
-// Both policies are stateless toward callers and thread-safe; "fgd" memoises F per node shape
-// behind a mutex (bounded, cleared when full).
+// Both policies are stateless toward callers and thread-safe; "fgd" memoises F per node state
+// (its devices in unit order) behind a reader/writer mutex (bounded by entries and key bytes,
+// cleared when full).
 #ifndef GSE_SCORING_FRAGMENTATION_POLICY_H_
 #define GSE_SCORING_FRAGMENTATION_POLICY_H_
 

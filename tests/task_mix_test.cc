@@ -226,5 +226,116 @@ TEST(LearnedFgdPolicy, LearnsAndDecidesFromManyThreads) {
   EXPECT_EQ((*policy)->learner().observed(), 200);
 }
 
+// fgd memoises each node's fragmentation (FragmentationModel::Impl::F) across calls. After
+// every kind of change a node goes through (binds, released binds, host requests of pods
+// without GPUs coming and going) and with two task mixes, a policy whose memo has seen every
+// earlier state scores and chooses exactly as one built afresh for the state at hand.
+TEST(FgdMemo, ScoresAsAFreshPolicyAfterEveryChange) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (int i = 0; i < 4; ++i) {
+      NodeObject n;
+      n.name = absl::StrCat("n", i);
+      n.allocatable_milli[kGpu] = 4000;
+      n.allocatable_milli[kMps] = 16000;
+      n.allocatable_milli["cpu"] = 16000;
+      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+      n.allocatable_milli["pods"] = 110000;
+      b.nodes.push_back(n);
+    }
+    s.ApplyBatch(b);
+    return true;
+  });
+  const std::vector<std::vector<TaskClass>> mixes = {
+      {Task(kGpu, 1, 4000), Task(kGpu, 2, 2000), Task(kMps, 1, 1000), Task(kMps, 3, 500)},
+      {Task(kGpu, 4, 8000), Task(kMps, 2, 6000)}};
+  auto make = [&](size_t mix) {
+    FragmentationOptions o;
+    o.tasks = mixes[mix];
+    o.host_free = MirrorHostFree;
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeFragmentationPolicy(catalog, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *std::move(p);
+  };
+  const std::vector<std::unique_ptr<PlacementPolicy>> warm = [&] {
+    std::vector<std::unique_ptr<PlacementPolicy>> v;
+    for (size_t m = 0; m < mixes.size(); ++m) v.push_back(make(m));
+    return v;
+  }();
+  auto pod = [](const std::string& name, const std::string& resource, int64_t amount,
+                int64_t cpu_milli) {
+    PodObject p;
+    p.name = name;
+    p.namespace_name = "team-a";
+    p.uid = name + "-uid";
+    p.containers.push_back(
+        {"c", {{"cpu", cpu_milli}, {resource, amount * 1000}}, {{resource, amount * 1000}}});
+    return p;
+  };
+  const std::vector<PodObject> probes = {pod("p1", kGpu, 1, 1000), pod("p2", kGpu, 2, 6000),
+                                         pod("p3", kMps, 1, 0), pod("p4", kMps, 3, 3000)};
+  int compared = 0;
+  auto check = [&](const std::string& when) {
+    for (size_t m = 0; m < mixes.size(); ++m) {
+      const std::unique_ptr<PlacementPolicy> fresh = make(m);
+      mirror.Read([&](const ClusterState& s) {
+        for (const PodObject& probe : probes) {
+          const PodRequest r = ResolvePodRequest(s.catalog(), probe, "team-a");
+          for (const auto& [name, node] : s.nodes()) {
+            SCOPED_TRACE(absl::StrCat(when, ", mix ", m, ", ", probe.name, " on ", name));
+            EXPECT_EQ(warm[m]->Score(s, r, *node), fresh->Score(s, r, *node));
+            absl::StatusOr<Assignment> a = warm[m]->ChooseUnits(s, r, *node);
+            absl::StatusOr<Assignment> b = fresh->ChooseUnits(s, r, *node);
+            EXPECT_EQ(a.ok(), b.ok());
+            if (a.ok() && b.ok()) {
+              EXPECT_EQ(a->units, b->units);
+            }
+            ++compared;
+          }
+        }
+        return 0;
+      });
+    }
+  };
+  check("empty");
+  DecisionCore core(&mirror, warm[0].get());
+  std::vector<std::pair<std::string, Assignment>> bound;
+  for (int i = 0; i < 10; ++i) {
+    const PodObject p = pod(absl::StrCat("b", i), i % 2 == 0 ? kGpu : kMps, 1 + i % 3, 1000 * i);
+    const DecisionCore::Resolved r = core.Resolve(p);
+    const std::string node = absl::StrCat("n", i % 4);
+    ReserveDecision d =
+        core.Reserve(PodClaim{"team-a/" + p.name, p.uid, "team-a", "team-a"}, r.request, node);
+    if (!d.assignment.ok()) continue;
+    bound.emplace_back(PodIdOf(p.uid, "team-a/" + p.name), *d.assignment);
+    check(absl::StrCat("bind ", i));
+  }
+  ASSERT_GE(bound.size(), 4u);
+  for (size_t i = 0; i < bound.size(); i += 2) {
+    EXPECT_TRUE(mirror.ReleaseReservation(bound[i].first, bound[i].second));
+    check(absl::StrCat("release ", i));
+  }
+  PodObject web;
+  web.name = "web";
+  web.namespace_name = "team-a";
+  web.uid = "web-uid";
+  web.node_name = "n1";
+  web.containers.push_back({"c", {{"cpu", 12000}}, {}});
+  mirror.Write([&](ClusterState& s) {
+    s.ApplyPod(web);
+    return true;
+  });
+  check("host request added");
+  mirror.Write([&](ClusterState& s) {
+    s.RemovePod(web.uid, "team-a/web");
+    return true;
+  });
+  check("host request removed");
+  EXPECT_GT(compared, 0);
+}
+
 }  // namespace
 }  // namespace gse
