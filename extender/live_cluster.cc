@@ -132,7 +132,7 @@ bool LiveClusterRequested() {
   return in_cluster == "auto" && InClusterEnvironment();
 }
 
-absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
+absl::StatusOr<LiveClusterOptions> ParseLiveClusterFlags() {
   LiveClusterOptions o;
   o.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
   o.context = absl::GetFlag(FLAGS_kube_context);
@@ -235,7 +235,12 @@ absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--dra-mode=\"", dra_mode, "\": want off, on or auto"));
   }
-  if (o.kubeconfig.empty() && !o.in_cluster) {
+  return o;
+}
+
+absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags() {
+  absl::StatusOr<LiveClusterOptions> o = ParseLiveClusterFlags();
+  if (o.ok() && o->kubeconfig.empty() && !o->in_cluster) {
     return absl::InvalidArgumentError(
         "no Kubernetes API configured: give --kubeconfig, or run in a pod (--in-cluster)");
   }

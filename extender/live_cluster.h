@@ -128,6 +128,10 @@ absl::StatusOr<bool> ResolveDraMode(DraMode mode, KubeClient& client);
 bool LiveClusterRequested();
 // Options from the flags; an error names the flag and what is wrong with its value.
 absl::StatusOr<LiveClusterOptions> LiveClusterOptionsFromFlags();
+// The same checks without requiring an API: a standalone run (no --kubeconfig, not in a pod)
+// calls it too, so that a bad value of a live-cluster flag (--dra-mode=maybe) is an error
+// naming the flag rather than a setting silently ignored.
+absl::StatusOr<LiveClusterOptions> ParseLiveClusterFlags();
 
 class LiveCluster {
  public:

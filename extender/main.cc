@@ -660,6 +660,9 @@ int Run(int argc, char** argv) {
     live = std::move(*connected);
     live_source = LiveSource(*live, banner_options);
   } else {
+    if (absl::StatusOr<LiveClusterOptions> unused = ParseLiveClusterFlags(); !unused.ok()) {
+      Fail(kExitConfig, unused.status().message());
+    }
     mirror.Write([&](ClusterState& s) { s.ApplyBatch(config->snapshot); });
     mirror_metrics.SetSynced(true);  // the snapshot is the whole truth standalone
     mirror_metrics.SetLeader(true);

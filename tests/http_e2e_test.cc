@@ -963,6 +963,11 @@ TEST(HttpBinaryTest, ConfigurationErrorsExit2AndNameTheFlag) {
        {"--tls-cert", "/nonexistent/tls.crt"}},
       {{"--tls-cert=" + dir.File("bad.json")}, {"--tls-key"}},
       {{"--client-ca=" + dir.File("bad.json")}, {"--client-ca", "--tls-cert"}},
+      // Live-cluster flags are checked standalone too: a bad value is never silently ignored.
+      {{"--dra-mode=maybe"}, {"--dra-mode", "maybe", "off, on or auto"}},
+      {{"--in-cluster=perhaps"}, {"--in-cluster", "perhaps"}},
+      {{"--agent-heartbeat-timeout=0s"}, {"--agent-heartbeat-timeout", "1s to 1h"}},
+      {{"--kube-context=prod"}, {"--kube-context needs --kubeconfig"}},
       {{"--no-such-flag=1"}, {"unknown flag --no-such-flag"}},
       {{"--listen"}, {"--listen", "needs a value"}},
       {{"stray"}, {"unexpected argument", "stray"}},
