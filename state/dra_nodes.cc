@@ -52,6 +52,19 @@ std::vector<std::string> ClaimNodes(const DraResourceClaim* c) {
   if (c == nullptr || !c->allocated) return {};
   return {c->allocation_node};
 }
+
+// The offering's unit indexes whose device is `device` (DRA units are named by device).
+void AddUnitsOfDevice(const NodeOffering& no, const std::string& device, std::vector<int32_t>* out) {
+  for (size_t i = 0; i < no.unit_devices.size(); ++i) {
+    if (no.unit_devices[i] == device) out->push_back(static_cast<int32_t>(i));
+  }
+}
+
+std::vector<int32_t> SortedUnique(std::vector<int32_t> units) {
+  std::sort(units.begin(), units.end());
+  units.erase(std::unique(units.begin(), units.end()), units.end());
+  return units;
+}
 }  // namespace
 
 void ClusterState::ApplyResourceClaim(DraResourceClaim c) {
@@ -111,14 +124,9 @@ std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,
     if (h.pod_uid != pod_uid) continue;
     const DraResourceClaim* c = dra_.ResourceClaim(h.claim_key);
     if (c == nullptr || c->terminating) continue;
-    const std::string device = h.device.ToString();
-    for (size_t i = 0; i < no.unit_devices.size(); ++i) {
-      if (no.unit_devices[i] == device) out.push_back(static_cast<int32_t>(i));
-    }
+    AddUnitsOfDevice(no, h.device.ToString(), &out);
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return SortedUnique(std::move(out));
 }
 
 std::vector<int32_t> ClusterState::DraUnitsOfClaim(const NodeOffering& no,
@@ -128,14 +136,9 @@ std::vector<int32_t> ClusterState::DraUnitsOfClaim(const NodeOffering& no,
   if (!no.dra) return out;
   for (const DraHolder& h : dra_.HoldersOn(node)) {
     if (h.claim_key != claim_key) continue;
-    const std::string device = h.device.ToString();
-    for (size_t i = 0; i < no.unit_devices.size(); ++i) {
-      if (no.unit_devices[i] == device) out.push_back(static_cast<int32_t>(i));
-    }
+    AddUnitsOfDevice(no, h.device.ToString(), &out);
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return SortedUnique(std::move(out));
 }
 
 std::string ClusterState::DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
