@@ -15,10 +15,15 @@
 #include "state/cluster_state.h"
 #include "state/dra_objects.h"
 #include "state/mirror.h"
+#include "tests/testing/dra_fixtures.h"
 #include "testsupport/paths.h"
 
 namespace gse {
 namespace {
+
+using testing::Dra;
+using testing::Edit;
+using testing::DecodeDra;
 
 using ::gse::testing::ReadFileOrDie;
 using ::gse::testing::SharedPath;
@@ -32,23 +37,6 @@ constexpr char kPluginNode[] = "plugin-1";
 const std::vector<std::string> kWalk = {"19-3", "19-0", "19-5", "19-1", "19-6", "19-2", "19-4"};
 // The fact sheet claim's pod.
 constexpr char kClaimPodUid[] = "6f0c3a8e-2b1d-4c6e-9a57-0d2f4b8e1c11";
-
-std::string Dra(const std::string& rel) { return ReadFileOrDie(SharedPath("protocol/dra/" + rel)); }
-
-std::string Edit(const std::string& json, const std::string& from, const std::string& to) {
-  const size_t at = json.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return json;
-  std::string out = json;
-  out.replace(at, from.size(), to);
-  return out;
-}
-
-DraObjectBatch Decode(const std::string& json) {
-  absl::StatusOr<DraObjectBatch> b = DecodeDraObjects(json);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return b.ok() ? *std::move(b) : DraObjectBatch();
-}
 
 std::shared_ptr<const Catalog> BuiltIn() { return std::make_shared<const Catalog>(Catalog::BuiltIn()); }
 
@@ -85,16 +73,16 @@ PodObject Pod(const std::string& ns, const std::string& name, const std::string&
 }
 
 void ApplyClassAndSlice(ClusterState& s) {
-  for (auto& c : Decode(Dra("deviceclass-mig-1g-extended.json")).device_classes) {
+  for (auto& c : DecodeDra(Dra("deviceclass-mig-1g-extended.json")).device_classes) {
     s.ApplyDeviceClass(std::move(c));
   }
-  for (auto& sl : Decode(Dra("resourceslice-a100-mig-node.json")).resource_slices) {
+  for (auto& sl : DecodeDra(Dra("resourceslice-a100-mig-node.json")).resource_slices) {
     s.ApplyResourceSlice(std::move(sl));
   }
 }
 
 void ApplyClaim(ClusterState& s, const std::string& json) {
-  for (auto& c : Decode(json).resource_claims) s.ApplyResourceClaim(std::move(c));
+  for (auto& c : DecodeDra(json).resource_claims) s.ApplyResourceClaim(std::move(c));
 }
 
 const NodeOffering* MigOn(const ClusterState& s, const std::string& node) {
@@ -224,7 +212,7 @@ TEST(ClusterStateDra, DeviceClassEditedUnderTheState) {
   ASSERT_EQ(MigOn(s, kDraNode)->advertised_units, 7);
   // A selector outside the understood subset: no units, the reason said, nothing guessed.
   const std::string cls = Dra("deviceclass-mig-1g-extended.json");
-  for (auto& c : Decode(Edit(cls, "== '1g.5gb'", "in ['1g.5gb']")).device_classes) {
+  for (auto& c : DecodeDra(Edit(cls, "== '1g.5gb'", "in ['1g.5gb']")).device_classes) {
     s.ApplyDeviceClass(std::move(c));
   }
   const NodeOffering* no = MigOn(s, kDraNode);
@@ -233,12 +221,12 @@ TEST(ClusterStateDra, DeviceClassEditedUnderTheState) {
   EXPECT_EQ(no->unusable_reason, "DeviceClass selectors not understood");
   EXPECT_THAT(no->dra_problem, HasSubstr("not understood"));
   // Another profile: no device matches, the node offers nothing of the name.
-  for (auto& c : Decode(Edit(cls, "== '1g.5gb'", "== '2g.10gb'")).device_classes) {
+  for (auto& c : DecodeDra(Edit(cls, "== '1g.5gb'", "== '2g.10gb'")).device_classes) {
     s.ApplyDeviceClass(std::move(c));
   }
   EXPECT_EQ(MigOn(s, kDraNode), nullptr);
   // Back: seven units again. The class removed: the name maps to nothing on the node.
-  for (auto& c : Decode(cls).device_classes) s.ApplyDeviceClass(std::move(c));
+  for (auto& c : DecodeDra(cls).device_classes) s.ApplyDeviceClass(std::move(c));
   EXPECT_EQ(MigOn(s, kDraNode)->advertised_units, 7);
   s.RemoveDeviceClass("mig-1g-5gb.nvidia.com");
   EXPECT_EQ(MigOn(s, kDraNode), nullptr);
@@ -283,9 +271,9 @@ TEST(ClusterStateDra, RelistKeepsOrReplacesDraObjects) {
   Mirror mirror(BuiltIn(), DraOn());
   ObjectBatch batch;
   batch.nodes.push_back(Node(kDraNode, {}));
-  DraObjectBatch dra = Decode(Dra("deviceclass-mig-1g-extended.json"));
-  dra.resource_slices = Decode(Dra("resourceslice-a100-mig-node.json")).resource_slices;
-  dra.resource_claims = Decode(Dra("resourceclaim-extended-allocated.json")).resource_claims;
+  DraObjectBatch dra = DecodeDra(Dra("deviceclass-mig-1g-extended.json"));
+  dra.resource_slices = DecodeDra(Dra("resourceslice-a100-mig-node.json")).resource_slices;
+  dra.resource_claims = DecodeDra(Dra("resourceclaim-extended-allocated.json")).resource_claims;
   batch.pods.push_back(Pod("ml-team", "cuda-infer-7d9f8b6c5-x2lqp", kClaimPodUid, kDraNode));
   mirror.ReplaceAll(batch, absl::Now(), &dra);
   auto units = [&] {

@@ -21,6 +21,7 @@
 #include "testsupport/dra_allocator.h"
 #include "testsupport/fake_apiserver.h"
 #include "testsupport/paths.h"
+#include "tests/testing/dra_fixtures.h"
 
 namespace gse::testing {
 namespace {
@@ -31,8 +32,6 @@ using ::testing::HasSubstr;
 constexpr char kNode[] = "gpu-node-a";
 constexpr char kMig[] = "nvidia.com/mig-1g.5gb";
 constexpr char kV1[] = "/apis/resource.k8s.io/v1";
-
-std::string Dra(const std::string& rel) { return ReadFileOrDie(SharedPath("protocol/dra/" + rel)); }
 
 // A DRA node: no device plugin, so no allocatable for the MIG name.
 constexpr char kDraNode[] =

@@ -11,32 +11,24 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "state/json_reader.h"
+#include "tests/testing/dra_fixtures.h"
 #include "testsupport/paths.h"
 
 namespace gse {
 namespace {
+
+using testing::Dra;
+using testing::Edit;
 
 using ::gse::testing::ReadFileOrDie;
 using ::gse::testing::SharedPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string Dra(const std::string& rel) { return ReadFileOrDie(SharedPath("protocol/dra/" + rel)); }
-
 // The status message of decoding `json` (a single object or list), "" when it decodes.
 std::string DecodeError(const std::string& json) {
   absl::StatusOr<DraObjectBatch> batch = DecodeDraObjects(json);
   return batch.ok() ? "" : std::string(batch.status().message());
-}
-
-// `json` with the first occurrence of `from` replaced by `to`; fails the test when absent.
-std::string Edit(const std::string& json, const std::string& from, const std::string& to) {
-  const size_t at = json.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return json;
-  std::string out = json;
-  out.replace(at, from.size(), to);
-  return out;
 }
 
 TEST(DraObjectsTest, DecodesTheFactSheetDeviceClass) {

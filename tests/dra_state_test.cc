@@ -16,12 +16,17 @@
 #include "rapidjson/writer.h"
 #include "state/catalog.h"
 #include "state/dra_objects.h"
+#include "tests/testing/dra_fixtures.h"
 #include "testsupport/paths.h"
 #include "tools/catalog_render.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gse {
 namespace {
+
+using testing::Dra;
+using testing::Edit;
+using testing::DecodeDra;
 
 using ::gse::testing::ReadFileOrDie;
 using ::gse::testing::SharedPath;
@@ -33,25 +38,8 @@ constexpr char kClass[] = "mig-1g-5gb.nvidia.com";
 constexpr char kNode[] = "gpu-node-a";
 constexpr char kMig[] = "nvidia.com/mig-1g.5gb";
 
-std::string Dra(const std::string& rel) { return ReadFileOrDie(SharedPath("protocol/dra/" + rel)); }
-
-std::string Edit(const std::string& json, const std::string& from, const std::string& to) {
-  const size_t at = json.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return json;
-  std::string out = json;
-  out.replace(at, from.size(), to);
-  return out;
-}
-
-DraObjectBatch DecodeOrDie(const std::string& json) {
-  absl::StatusOr<DraObjectBatch> b = DecodeDraObjects(json);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return b.ok() ? *std::move(b) : DraObjectBatch();
-}
-
 void Apply(DraState& state, const std::string& json) {
-  DraObjectBatch b = DecodeOrDie(json);
+  DraObjectBatch b = DecodeDra(json);
   for (auto& c : b.device_classes) state.UpsertDeviceClass(std::move(c));
   for (auto& s : b.resource_slices) state.UpsertResourceSlice(std::move(s));
   for (auto& c : b.resource_claims) state.UpsertResourceClaim(std::move(c));
@@ -172,7 +160,7 @@ TEST(DraStateTest, IncompleteAndSupersededPoolsHaveNoUnits) {
   newer = Edit(newer, R"("generation": 1,
       "resourceSliceCount")", R"("generation": 2,
       "resourceSliceCount")");
-  DraObjectBatch b = DecodeOrDie(newer);
+  DraObjectBatch b = DecodeDra(newer);
   b.resource_slices[0].devices.resize(1);
   state.UpsertResourceSlice(b.resource_slices[0]);
   EXPECT_EQ(state.UnitsOf(kClass, kNode).units.size(), 1u);
@@ -214,7 +202,7 @@ TEST(DraStateTest, TheRenderedSelectorShapesParseAndOthersAreNotUnderstood) {
 }
 
 TEST(DraStateTest, SelectorsEvaluateAsCelDoes) {
-  DraObjectBatch b = DecodeOrDie(Dra("resourceslice-a100-mig-node.json"));
+  DraObjectBatch b = DecodeDra(Dra("resourceslice-a100-mig-node.json"));
   const DraDevice& d = b.resource_slices[0].devices[0];
   auto eval = [&](const std::string& expr, absl::string_view driver = "gpu.nvidia.com") {
     absl::StatusOr<DraSelector> s = DraSelector::Parse(expr);
@@ -291,7 +279,7 @@ TEST(DraStateTest, PredictionReplaysTheFactSheetsFirstFit) {
   Apply(state, Dra("resourceclaim-extended-allocated.json"));
   DraPrediction second = state.PredictExtendedResourcePick(kClass, kNode, 1, {});
   ASSERT_EQ(second.kind, DraPrediction::kDevices) << second.reason;
-  DraObjectBatch list = DecodeOrDie(Dra("resourceclaimlist.json"));
+  DraObjectBatch list = DecodeDra(Dra("resourceclaimlist.json"));
   EXPECT_EQ(second.devices[0].device, list.resource_claims[1].results[0].device);
   Apply(state, Dra("resourceclaimlist.json"));
   EXPECT_THAT(DeviceNames(state.PredictExtendedResourcePick(kClass, kNode, 1, {}).devices),
@@ -329,7 +317,7 @@ TEST(DraStateTest, ASharedDeviceWithPoliciesOnlyTakesSharesUntilFull) {
   // Only `shares` (policy default 1 of 4) and `memory` (default 0): four shares fit.
   DraState state;
   Apply(state, Dra("deviceclass-mig-1g-extended.json"));
-  DraObjectBatch b = DecodeOrDie(Dra("resourceslice-a100-mig-node.json"));
+  DraObjectBatch b = DecodeDra(Dra("resourceslice-a100-mig-node.json"));
   DraDevice& d = b.resource_slices[0].devices[0];
   for (auto it = d.capacity.begin(); it != d.capacity.end();) {
     it = it->second.has_policy ? std::next(it) : d.capacity.erase(it);
@@ -359,7 +347,7 @@ TEST(DraStateTest, AShareOfUnknownSizeStopsThePredictionRatherThanDoubleBooking)
 TEST(DraStateTest, TaintedDevicesAreSkippedAndUnsortedWalksAcrossSlicesAreNotPredicted) {
   DraState state;
   Apply(state, Dra("deviceclass-mig-1g-extended.json"));
-  DraObjectBatch b = DecodeOrDie(Dra("resourceslice-a100-mig-node.json"));
+  DraObjectBatch b = DecodeDra(Dra("resourceslice-a100-mig-node.json"));
   DraResourceSlice a = b.resource_slices[0];
   a.devices[0].taints.push_back({"gpu.nvidia.com/unhealthy", "", "NoSchedule"});
   a.devices.resize(2);

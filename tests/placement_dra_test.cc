@@ -16,9 +16,12 @@
 #include "state/cluster_state.h"
 #include "state/dra_objects.h"
 #include "state/mirror.h"
+#include "tests/testing/dra_fixtures.h"
 
 namespace gse {
 namespace {
+
+using testing::DecodeDra;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -90,12 +93,6 @@ std::string ClaimJson(const std::string& ns, const std::string& pod, const std::
       R"("reservedFor":[{"resource":"pods","name":")", pod, R"(","uid":"uid-)", pod, R"("}]}})");
 }
 
-DraObjectBatch Decode(const std::string& json) {
-  absl::StatusOr<DraObjectBatch> b = DecodeDraObjects(json);
-  EXPECT_TRUE(b.ok()) << b.status() << "\n" << json;
-  return b.ok() ? *std::move(b) : DraObjectBatch();
-}
-
 PodObject Pod(const std::string& ns, const std::string& name, const std::string& resource,
               const std::string& node = "") {
   PodObject p;
@@ -129,10 +126,10 @@ class PlacementDraTest : public ::testing::Test {
   // device-plugin node with two units of it.
   void SharedCluster() {
     mirror_.Write([&](ClusterState& s) {
-      for (auto& c : Decode(ClassJson("gpu-shared.nvidia.com", kShared)).device_classes) {
+      for (auto& c : DecodeDra(ClassJson("gpu-shared.nvidia.com", kShared)).device_classes) {
         s.ApplyDeviceClass(c);
       }
-      for (auto& sl : Decode(SliceJson(kNode, {0, 1}, true)).resource_slices) {
+      for (auto& sl : DecodeDra(SliceJson(kNode, {0, 1}, true)).resource_slices) {
         s.ApplyResourceSlice(sl);
       }
       NodeObject n;
@@ -149,7 +146,7 @@ class PlacementDraTest : public ::testing::Test {
              const std::string& node = kNode) {
     mirror_.Write([&](ClusterState& s) {
       for (auto& c :
-           Decode(ClaimJson(ns, pod, node, device, "gpu-shared.nvidia.com", true)).resource_claims) {
+           DecodeDra(ClaimJson(ns, pod, node, device, "gpu-shared.nvidia.com", true)).resource_claims) {
         s.ApplyResourceClaim(c);
       }
     });
@@ -176,7 +173,7 @@ class PlacementDraTest : public ::testing::Test {
   void ClaimWithSuffix(const std::string& ns, const std::string& pod, const std::string& device,
                        const std::string& suffix) {
     mirror_.Write([&](ClusterState& s) {
-      for (auto& c : Decode(ClaimJson(ns, pod, kNode, device, "gpu-shared.nvidia.com", true,
+      for (auto& c : DecodeDra(ClaimJson(ns, pod, kNode, device, "gpu-shared.nvidia.com", true,
                                       suffix))
                          .resource_claims) {
         s.ApplyResourceClaim(c);
@@ -223,7 +220,7 @@ TEST_F(PlacementDraTest, NoPredictionIsNotGuessed) {
     std::string json = ClaimJson("team-a", "a0", kNode, "gpu-0", "gpu-shared.nvidia.com", true);
     const std::string cut = R"(,"consumedCapacity":{"shares":"1"})";
     json.erase(json.find(cut), cut.size());
-    for (auto& c : Decode(json).resource_claims) s.ApplyResourceClaim(c);
+    for (auto& c : DecodeDra(json).resource_claims) s.ApplyResourceClaim(c);
   });
   // No prediction: the node passes; bind checks the device the allocator picks.
   EXPECT_EQ(FilterOn("team-b", "b1", kNode), FitReason::kFits);
