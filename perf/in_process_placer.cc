@@ -21,10 +21,11 @@ void ReleasePodNamed(ClusterState& state, const std::string& key) {
 }
 
 InProcessPlacer::InProcessPlacer(std::shared_ptr<const Catalog> catalog,
-                                 std::unique_ptr<PlacementPolicy> policy)
+                                 std::unique_ptr<PlacementPolicy> policy,
+                                 DecisionCore::Options options)
     : policy_(std::move(policy)),
       mirror_(std::move(catalog), MirrorOptions{}),
-      core_(&mirror_, policy_.get()) {}
+      core_(&mirror_, policy_.get(), options) {}
 
 absl::Status InProcessPlacer::Start(const std::string& list_json, const ObjectBatch& batch) {
   return ApplyObjects(list_json, batch);
@@ -91,9 +92,10 @@ absl::StatusOr<FilterAnswer> InProcessPlacer::Filter(const PodPlan& plan,
 
 absl::StatusOr<std::vector<int64_t>> InProcessPlacer::Prioritize(
     const PodPlan& plan, const std::vector<std::string>& names) {
-  // Pods outside the catalog reach prioritize only with ReplayOptions::extender_all_pods:
-  // the policy scores them (ScoresEveryPod).
-  return core_.Prioritize(plan.pod, Views(names), /*score_pods_without_offering=*/true);
+  // Pods outside the catalog reach prioritize only with ReplayOptions::extender_all_pods,
+  // and the placer was then built with DecisionCore::Options::every_pod: the policy scores
+  // them (ScoresEveryPod).
+  return core_.Prioritize(plan.pod, Views(names));
 }
 
 absl::StatusOr<Assignment> InProcessPlacer::Bind(const PodPlan& plan, const std::string& node_name) {

@@ -24,7 +24,9 @@ namespace gse::replay {
 // ExtenderService calls (scoring/decision_core.h), without JSON or HTTP.
 class InProcessPlacer : public Placer {
  public:
-  InProcessPlacer(std::shared_ptr<const Catalog> catalog, std::unique_ptr<PlacementPolicy> policy);
+  // `options.every_pod`: the replay sends every pod to the extender (--extender-all-pods).
+  InProcessPlacer(std::shared_ptr<const Catalog> catalog, std::unique_ptr<PlacementPolicy> policy,
+                  DecisionCore::Options options = {});
   std::string Describe() const override { return "in-process"; }
   absl::Status Start(const std::string& list_json, const ObjectBatch& batch) override;
   absl::StatusOr<FilterAnswer> Filter(const PodPlan& pod, const std::vector<std::string>& candidates) override;
@@ -34,7 +36,7 @@ class InProcessPlacer : public Placer {
   // unit): the reservation, confirmed at once (no API server to wait for).
   ReserveDecision BindWithOutcome(const PodPlan& pod, const std::string& node);
   absl::Status BindPlain(const PodPlan&, const std::string&) override { return absl::OkStatus(); }
-  bool ScoresEveryPod() const override { return true; }
+  bool ScoresEveryPod() const override { return core_.options().every_pod; }
   absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) override;
   absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) override;
   absl::Status RemoveNode(const std::string& name) override;

@@ -61,6 +61,7 @@ struct PodPlan {
   std::string pod_json;  // the same pod as a Pod object (HTTP bodies, API server)
   std::string project;   // the project it is charged to
   double gpu = 0;        // GPU request counted for allocation
+  OfferingId offering = kNoOffering;  // the first catalog offering it asks for (allocation ceiling)
 };
 
 struct FilterAnswer {
@@ -97,8 +98,10 @@ class Placer {
   virtual absl::Status ApplyBoundPod(const PodObject& pod, const std::string& pod_json) = 0;
   // Waits until the decision maker has seen every fact applied so far.
   virtual absl::Status Sync() { return absl::OkStatus(); }
-  // Whether Filter/Prioritize/Bind accept a pod that asks for no catalog resource and let the
-  // policy score it (ReplayOptions::extender_all_pods).
+  // Whether the decision maker was set up for kube-scheduler sending it every pod
+  // (ReplayOptions::extender_all_pods, DecisionCore::Options::every_pod): Filter/Prioritize/
+  // Bind accept a pod that asks for no catalog resource and let the policy score it, and a
+  // policy may then name the node outright. A run must agree with its placer on this.
   virtual bool ScoresEveryPod() const { return false; }
   // ClusterState::Audit of the decision maker's own mirror, when it can be reached.
   virtual std::optional<AuditReport> MirrorAudit() { return std::nullopt; }

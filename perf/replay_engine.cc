@@ -384,7 +384,11 @@ class Driver {
   absl::Status RecordBound(const PodPlan& plan, const Ledger::Demand& demand, const std::string& node,
                            const Assignment& bound, std::vector<Hold>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Arrived(double gpu, bool placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts an arrival (and its GPU request, by the offering it asks for) and, when `placed`,
+  // its allocation.
+  void Arrived(const PodPlan& plan, bool placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RunResult::allocation_ceiling of the arrivals so far on the live nodes.
+  double AllocationCeiling() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Observe(const std::string& verb, double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     latency_[verb].push_back(us);
   }
@@ -406,6 +410,8 @@ class Driver {
   std::map<std::string, std::vector<double>> latency_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PodObject> bound_ ABSL_GUARDED_BY(mu_);  // workload pods placed (GPU ones with annotations)
   std::map<std::string, double> gpu_of_ ABSL_GUARDED_BY(mu_);
+  // GPU request arrived per offering (PodPlan::offering), placed or not.
+  std::vector<double> arrived_by_offering_ ABSL_GUARDED_BY(mu_);
   int64_t next_start_ ABSL_GUARDED_BY(mu_) = 0;
   int next_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
@@ -438,7 +444,12 @@ void Driver::Fail(const std::string& reason) {
   if (reason == "quota_exhausted") ++result_.quota_rejections;
 }
 
-void Driver::Arrived(double gpu, bool placed) {
+void Driver::Arrived(const PodPlan& plan, bool placed) {
+  const double gpu = plan.gpu;
+  if (plan.offering != kNoOffering) {
+    arrived_by_offering_.resize(input_.catalog->size(), 0);
+    arrived_by_offering_[static_cast<size_t>(plan.offering)] += gpu;
+  }
   ++result_.pods_arrived;
   result_.arrived_gpu += gpu;
   if (placed) {
@@ -452,6 +463,33 @@ void Driver::Arrived(double gpu, bool placed) {
     result_.curve.emplace_back(next_step_, 100 * result_.allocated_gpu / cap);
     ++next_step_;
   }
+}
+
+double Driver::AllocationCeiling() const {
+  if (result_.cluster_gpus <= 0) return 0;
+  // Capacity per offering in GPUs, then per pool: twins are one set of devices seen two
+  // ways, so their pool holds the larger of the two views, and takes both sides' requests.
+  std::vector<double> capacity(input_.catalog->size(), 0);
+  for (const auto& [name, node] : shadow_.nodes()) {
+    for (const NodeOffering& no : node->offerings) {
+      capacity[static_cast<size_t>(no.offering)] +=
+          static_cast<double>(no.units.size()) * UnitGpuFraction(input_.catalog->Get(no.offering));
+    }
+  }
+  double bound = 0;
+  for (size_t o = 0; o < capacity.size(); ++o) {
+    double demand = o < arrived_by_offering_.size() ? arrived_by_offering_[o] : 0;
+    double pool = capacity[o];
+    const OfferingId twin = twin_of_.empty() ? kNoOffering : twin_of_[o];
+    if (twin != kNoOffering) {
+      if (static_cast<size_t>(twin) < o) continue;  // counted with its twin
+      const auto t = static_cast<size_t>(twin);
+      demand += t < arrived_by_offering_.size() ? arrived_by_offering_[t] : 0;
+      pool = std::max(pool, capacity[t]);
+    }
+    bound += std::min(pool, demand);
+  }
+  return std::min(1.0, bound / result_.cluster_gpus);
 }
 
 absl::StatusOr<PodPlan> Driver::MakePlan(const PodArrival& a) {
@@ -470,6 +508,12 @@ absl::StatusOr<PodPlan> Driver::MakePlan(const PodArrival& a) {
   {
     absl::MutexLock lock(&mu_);
     plan.project = shadow_.ProjectOfNamespace(a.namespace_name);  // EnsureProject ran before
+  }
+  for (const auto& [k, v] : a.resources) {
+    if (const Offering* o = input_.catalog->Find(k); o != nullptr) {
+      plan.offering = o->id;
+      break;
+    }
   }
   if (a.gpu >= 0) {
     plan.gpu = a.gpu;
@@ -573,7 +617,7 @@ std::string Driver::BestInTree(const Ledger::Demand& demand,
 void Driver::RecordPlain(const PodPlan& plan, const std::string& node) {
   ledger_.Bind(plan.pod, plan.project, node, nullptr, false);
   if (options_.keep_placements) result_.placements.push_back(absl::StrCat(plan.arrival->Key(), " ", node));
-  Arrived(plan.gpu, true);
+  Arrived(plan, true);
 }
 
 absl::StatusOr<Driver::ExtenderPick> Driver::AskExtender(const PodPlan& plan,
@@ -643,7 +687,7 @@ absl::Status Driver::RecordBound(const PodPlan& plan, const Ledger::Demand& dema
     result_.placements.push_back(absl::StrCat(plan.arrival->Key(), " ", node, " ", o.resource, "/",
                                               absl::StrJoin(bound.units, ","), "x", bound.amount_per_unit));
   }
-  Arrived(plan.gpu, true);
+  Arrived(plan, true);
   return absl::OkStatus();
 }
 
@@ -663,7 +707,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       feasible = BuiltInFilter(demand, a, &reasons);
       if (feasible.empty()) {
         Fail(Dominant(reasons));
-        Arrived(plan.gpu, false);
+        Arrived(plan, false);
         return absl::OkStatus();
       }
       if (!interested && !options_.extender_all_pods) {
@@ -682,7 +726,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
       absl::MutexLock lock(&mu_);
       Observe("filter", pick->filter_us);
       Fail(Dominant(pick->reasons));
-      Arrived(plan.gpu, false);
+      Arrived(plan, false);
       return absl::OkStatus();
     }
     if (!interested) {
@@ -714,7 +758,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
         if (absl::IsFailedPrecondition(bound.status()) && options_.concurrency > 1 && attempt < 2) continue;
         if (!absl::IsFailedPrecondition(bound.status())) return bound.status();
         Fail("bind_rejected");
-        Arrived(plan.gpu, false);
+        Arrived(plan, false);
         return absl::OkStatus();
       }
       if (absl::Status s = RecordBound(plan, demand, best, *bound, &holds); !s.ok()) return s;
@@ -726,7 +770,7 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
   }
   absl::MutexLock lock(&mu_);
   Fail("bind_conflict");
-  Arrived(plan.gpu, false);
+  Arrived(plan, false);
   return absl::OkStatus();
 }
 
@@ -906,6 +950,7 @@ RunResult Driver::Finish(double wall) {
   r.affinity_ceiling = r.tickets_placed > 0 ? 1.0 - static_cast<double>(r.unit_openings_floor) /
                                                         static_cast<double>(r.tickets_placed)
                                             : -1;
+  r.allocation_ceiling = AllocationCeiling();
   r.audit = ledger_.Audit();
   for (auto& [verb, us] : latency_) r.latency[verb] = Summarise(std::move(us));
   return r;
@@ -974,9 +1019,16 @@ absl::StatusOr<RunResult> Driver::Run() {
 absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& placer) {
   if (options.extender_all_pods && !placer.ScoresEveryPod()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "extender_all_pods (--extender-all-pods): needs the in-process mode, not ", placer.Describe(),
-        ": the extender's prioritize verb scores only pods that ask for a catalog resource and its "
-        "mirror knows no cpu/memory, so CPU-only pods would silently be placed otherwise"));
+        "extender_all_pods (--extender-all-pods): the ", placer.Describe(),
+        " placer is not set up to be sent every pod (in-process: DecisionCore::Options::every_pod; "
+        "over HTTP the extender's prioritize scores only pods that ask for a catalog resource), so "
+        "CPU-only pods would silently be placed otherwise"));
+  }
+  if (!options.extender_all_pods && placer.ScoresEveryPod()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extender_all_pods (--extender-all-pods): false, but the ", placer.Describe(),
+        " placer was set up to be sent every pod (DecisionCore::Options::every_pod), where a "
+        "policy may decide GPU pods differently: the run would not stand for either deployment"));
   }
   if (options.extender_all_pods && options.concurrency > 1) {
     return absl::InvalidArgumentError(

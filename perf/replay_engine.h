@@ -85,6 +85,12 @@ struct RunResult {
   // affinity ratio's ceiling it gives: 1 - floor / tickets placed (< 0: no ticket placed).
   int64_t unit_openings_floor = 0;
   double affinity_ceiling = -1;
+  // An upper bound of gpu_allocation that no policy can pass: for each pool of GPU capacity
+  // (an offering's units on the live nodes at the end, twins as one pool), the lesser of its
+  // capacity and the GPU request that arrived for it, over the cluster's GPUs. It leaves out
+  // cpu, memory, selectors and the shape of multi-unit requests, so it is loose, never
+  // low. 0 when the cluster has no GPU.
+  double allocation_ceiling = 0;
   int64_t quota_rejections = 0;
   std::map<std::string, int64_t> pods_failed;  // reason label -> pods
   Ledger::AuditResult audit;
@@ -119,8 +125,8 @@ struct ReplayOptions {
   // passes every node, I6) and prioritize, where the policy scores them (fgd: by how the pod's
   // cpu/memory change the fragmentation of the node's idle GPUs), and the extender binds them
   // without units. false (the default): they never reach the extender and kube-scheduler's
-  // in-tree scores alone place them, as with the project's gpu-scheduler.yaml. Needs a Placer
-  // whose ScoresEveryPod() (in-process only).
+  // in-tree scores alone place them, as with the project's gpu-scheduler.yaml. Must equal the
+  // Placer's ScoresEveryPod() (in-process: InProcessPlacer built with every_pod).
   bool extender_all_pods = false;
   HostView* host = nullptr;  // attached to the run's ledger when set
   TraceWriter* record = nullptr;

@@ -299,7 +299,9 @@ int Main() {
         ho.catalog = input->catalog;
         placer = std::make_unique<HttpPlacer>(ho, *std::move(policy));
       } else {
-        placer = std::make_unique<InProcessPlacer>(input->catalog, *std::move(policy));
+        DecisionCore::Options core_options;
+        core_options.every_pod = absl::GetFlag(FLAGS_extender_all_pods);
+        placer = std::make_unique<InProcessPlacer>(input->catalog, *std::move(policy), core_options);
       }
       ReplayOptions ro;
       ro.policy = policy_name;

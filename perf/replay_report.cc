@@ -83,10 +83,16 @@ std::vector<std::pair<double, double>> MeanCurve(const std::vector<const RunResu
 std::string TextSummary(const std::vector<RunResult>& runs, const ReportContext& ctx) {
   std::string out = absl::StrCat("== ", ctx.title, " ==\n");
   if (runs.empty()) return out + "no runs\n";
-  double arrived = 0;
-  for (const RunResult& r : runs) arrived += r.arrived_gpu / std::max(1.0, r.cluster_gpus);
-  absl::StrAppendFormat(&out, "cluster: %.0f GPUs; arrived GPU request %.1f%% of capacity (mean)\n",
-                        runs.front().cluster_gpus, 100 * arrived / static_cast<double>(runs.size()));
+  double arrived = 0, ceiling = 0;
+  for (const RunResult& r : runs) {
+    arrived += r.arrived_gpu / std::max(1.0, r.cluster_gpus);
+    ceiling += r.allocation_ceiling;
+  }
+  const auto n = static_cast<double>(runs.size());
+  absl::StrAppendFormat(&out,
+                        "cluster: %.0f GPUs; arrived GPU request %.1f%% of capacity, allocation "
+                        "ceiling %.2f%% (means; RunResult::allocation_ceiling)\n",
+                        runs.front().cluster_gpus, 100 * arrived / n, 100 * ceiling / n);
   absl::StrAppend(&out, absl::StrFormat("%-14s %5s %16s %12s %12s %9s %8s %7s %9s %7s %8s %12s\n", "policy", "runs",
                                         "GPU alloc %", "unalloc GPU", "frag GPU", "affinity", "ceiling", "spills",
                                         "avoidable", "quota", "oversub", "decisions/s"));
@@ -181,6 +187,8 @@ std::string JsonReport(const std::vector<RunResult>& runs, const ReportContext& 
     w.Double(r.allocated_gpu);
     w.Key("gpu_allocation");
     w.Double(r.gpu_allocation);
+    w.Key("allocation_ceiling");
+    w.Double(r.allocation_ceiling);
     w.Key("unallocated_gpus");
     w.Double(r.unallocated_gpus);
     w.Key("fragmentation");

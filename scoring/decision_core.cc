@@ -51,8 +51,30 @@ bool JoinsOwnUnit(const ClusterState& state, const PodRequest& request, const No
 
 }  // namespace
 
-DecisionCore::DecisionCore(Mirror* mirror, const PlacementPolicy* policy)
-    : mirror_(mirror), policy_(policy) {}
+DecisionCore::DecisionCore(Mirror* mirror, const PlacementPolicy* policy, Options options)
+    : mirror_(mirror), policy_(policy), options_(options) {}
+
+namespace {
+
+// The best-scored candidate the policy scored (`scored`; ties to the lowest name) scores 10
+// and the others half their score (DecisionCore::Prioritize). A node the policy scored 0 can
+// win: among nodes that all score 0 the policy still prefers the first, as First Fit does.
+void NameWinner(const std::vector<absl::string_view>& names, const std::vector<bool>& scored,
+                std::vector<int64_t>& scores) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (!scored[i]) continue;
+    if (!best || scores[i] > scores[*best] ||
+        (scores[i] == scores[*best] && names[i] < names[*best])) {
+      best = i;
+    }
+  }
+  if (!best) return;
+  for (int64_t& s : scores) s /= 2;
+  scores[*best] = kMaxExtenderPriority;
+}
+
+}  // namespace
 
 DecisionCore::Resolved DecisionCore::Resolve(const PodObject& pod) const {
   return mirror_->Read([&](const ClusterState& state) {
@@ -118,9 +140,9 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
 }
 
 std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
-                                              const std::vector<absl::string_view>& names,
-                                              bool score_pods_without_offering) {
+                                              const std::vector<absl::string_view>& names) {
   std::vector<int64_t> scores(names.size(), 0);
+  std::vector<bool> scored(names.size(), false);  // the policy scored it (filter passed)
   const std::shared_ptr<const PlacementPolicy> snapshot = policy_->Snapshot();
   const PlacementPolicy* const policy = snapshot != nullptr ? snapshot.get() : policy_;
   // kube-scheduler does not clamp (PROTOCOL §2.5): a policy bug must not dominate.
@@ -129,11 +151,12 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
     const PodRequest request = ResolveOn(state, pod);
     if (!request.unresolvable.empty()) return;
     if (request.offering == kNoOffering) {
-      if (!score_pods_without_offering) return;
+      if (!options_.every_pod) return;
       const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
       for (size_t i = 0; i < names.size(); ++i) {
         if (candidates->nodes[i] == nullptr) continue;
         scores[i] = clamped(policy->Score(state, request, *candidates->nodes[i]));
+        scored[i] = true;
       }
       return;
     }
@@ -147,12 +170,14 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
               policy->ScoreFilteredRow(state, request, project, rows[candidates->slots[i]]);
           if (!score) score = policy->ScoreFiltered(state, request, project, *nodes[i]);
           scores[i] = clamped(*score);
+          scored[i] = true;
         });
     // Nodes the cross-node affinity rule refused after all score 0.
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!outcome.fits[i].fits()) scores[i] = 0;
+      if (!outcome.fits[i].fits()) scores[i] = 0, scored[i] = false;
     }
   });
+  if (options_.every_pod && policy->DecidesOutrightSeeingEveryPod()) NameWinner(names, scored, scores);
   return scores;
 }
 

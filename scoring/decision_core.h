@@ -90,10 +90,21 @@ struct VictimProposal {
   const std::vector<std::string>* uids = nullptr;
 };
 
+// How the deployment calls the extender (namespace scope: a default argument of a nested
+// struct with member initialisers does not compile in GCC).
+struct DecisionCoreOptions {
+  // kube-scheduler sends the extender every pod (its extender entry has no
+  // managedResources): prioritize scores pods that ask for no catalog resource too, and a
+  // policy that DecidesOutrightSeeingEveryPod names the node outright (Prioritize).
+  bool every_pod = false;
+};
+
 class DecisionCore {
  public:
+  using Options = DecisionCoreOptions;
   // `mirror` and `policy` must outlive the core.
-  DecisionCore(Mirror* mirror, const PlacementPolicy* policy);
+  DecisionCore(Mirror* mirror, const PlacementPolicy* policy, Options options = {});
+  const Options& options() const { return options_; }
 
   // What `pod` asks for, under the reader lock.
   struct Resolved {
@@ -107,11 +118,14 @@ class DecisionCore {
   FilterDecision Filter(const PodObject& pod, const std::vector<absl::string_view>& names);
 
   // prioritize: 0..10 per candidate name, 0 where filter fails. The policy scores a node
-  // from its room row (ClusterState::RoomRows) where it can, else from the node.
-  // `score_pods_without_offering`: a pod that asks for no catalog resource is scored by the
-  // policy on every known node (the replayer's --extender-all-pods); else it scores 0.
-  std::vector<int64_t> Prioritize(const PodObject& pod, const std::vector<absl::string_view>& names,
-                                  bool score_pods_without_offering = false);
+  // from its room row (ClusterState::RoomRows) where it can, else from the node. With
+  // Options::every_pod, a pod that asks for no catalog resource is scored by the policy on
+  // every known node (else it scores 0), and for a policy that DecidesOutrightSeeingEveryPod
+  // the best node — ties to the lowest name: First Fit in one fixed order — scores 10 and
+  // every other score is halved (at most 5). kube-scheduler adds score x weight x 10, so at
+  // the shipped weight 5 the winner leads by at least 250, more than the in-tree
+  // NodeResourcesFit and BalancedAllocation (weight 1 each, 0..100) can make up.
+  std::vector<int64_t> Prioritize(const PodObject& pod, const std::vector<absl::string_view>& names);
 
   // bind's commit point for an interested, resolvable `request` of `claim`'s pod on
   // `node_name`: under one writer lock, re-check the node (CheckNode), take the group's units
@@ -149,6 +163,7 @@ class DecisionCore {
  private:
   Mirror* const mirror_;
   const PlacementPolicy* const policy_;
+  const Options options_;
 
   absl::Mutex lookup_mu_;
   // The last lookup: its names back to back, their lengths, what was found, and the

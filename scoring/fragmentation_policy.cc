@@ -697,6 +697,9 @@ class FgdPolicy final : public FragPolicyBase {
         std::lround(static_cast<double>(kMaxExtenderPriority) / (1.0 + std::exp(kSteepness * c.delta))));
   }
   bool PreferFullest() const override { return false; }
+  // Seeing every pod, fgd sees the whole host: its best level, First Fit inside it, packs
+  // cpu and GPUs together (docs/fgd.md, "Deciding outright").
+  bool DecidesOutrightSeeingEveryPod() const override { return true; }
 
   // A pod without a GPU request changes no device, only the node's free cpu/memory: its
   // value is the idle GPU capacity that the mix's tasks lose because the pod takes the host

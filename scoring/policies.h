@@ -61,6 +61,12 @@ class PlacementPolicy {
   virtual void ObservePending(const PodObject& pod, const PodRequest& request) const {
     (void)pod, (void)request;
   }
+  // Whether, when kube-scheduler sends the extender every pod (DecisionCore::Options::
+  // every_pod), this policy's best node should win outright rather than share the decision
+  // with kube-scheduler's in-tree scores (DecisionCore::Prioritize says how). A policy that
+  // sees every pod's cpu and memory can pack the host as well as the GPUs; the in-tree
+  // NodeResourcesFit (LeastAllocated) spreads instead and undoes that packing.
+  virtual bool DecidesOutrightSeeingEveryPod() const { return false; }
 };
 
 // "affinity-pack" (default): the project's partly filled unit first (fullest first), then nodes

@@ -105,6 +105,7 @@ class LearnedFgdPolicy final : public PlacementPolicy {
   }
   std::shared_ptr<const PlacementPolicy> Snapshot() const override { return Current(); }
   void ObservePending(const PodObject& pod, const PodRequest& request) const override;
+  bool DecidesOutrightSeeingEveryPod() const override { return true; }  // as fgd
 
   const TaskMixLearner& learner() const { return learner_; }
 

@@ -220,6 +220,26 @@ TEST(ReplayAvoidableSpills, ASpillPastTheCandidateCutOffIsAvoidable) {
   EXPECT_EQ(r.avoidable_spills, 1);
 }
 
+// The allocation ceiling: per pool of GPU capacity, the lesser of capacity and the request
+// that arrived for it, placed or not. a: 4 GPUs; c: one 1g slice (1/7 GPU, 2 tickets).
+// p1 takes a GPU, p2 (a GPU and 100 cpus) fits nowhere but still arrived for the GPU pool,
+// t1 takes a ticket (1/14): (min(4, 2) + min(1/7, 1/14)) / 4 GPUs (c's nvidia.com/gpu.count
+// label says 0, so the cluster counts a's 4).
+TEST(ReplayAllocationCeiling, TheLesserOfCapacityAndRequestPerPool) {
+  const std::string text = absl::StrJoin(
+      std::vector<std::string>{Header(),
+       absl::StrCat("{\"type\":\"objects\",\"list\":{\"kind\":\"List\",\"items\":[", NodeJson("a", 4), ",",
+                    NodeJson("c", 0, 8, 1), "]}}"),
+       Arrive("p1", "\"cpu\":\"1\",\"nvidia.com/gpu\":\"1\""),
+       Arrive("p2", "\"cpu\":\"100\",\"nvidia.com/gpu\":\"1\""),
+       Arrive("t1", "\"cpu\":\"1\",\"nvidia.com/mig-1g.5gb.shared\":\"1\"")},
+      "\n");
+  const RunResult r = RunInProcess(InputOf(text), "affinity-pack", ExtenderOnly());
+  EXPECT_EQ(r.pods_failed.at("insufficient_cpu"), 1);
+  EXPECT_DOUBLE_EQ(r.gpu_allocation, (1 + 1.0 / 14) / 4);
+  EXPECT_DOUBLE_EQ(r.allocation_ceiling, (2 + 1.0 / 14) / 4);
+}
+
 TEST(UnitOpeningFloor, CountsTheUnitsEachBusyPeriodNeedsAtItsPeak) {
   UnitOpeningFloor floor;
   const OfferingId ts = 3;
@@ -498,7 +518,9 @@ RunResult RunWithHost(const ReplayInput& in, const std::string& policy, ReplayOp
   HostView host;
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy(policy, in, &host);
   EXPECT_TRUE(p.ok()) << p.status();
-  InProcessPlacer placer(in.catalog, *std::move(p));
+  DecisionCore::Options core;
+  core.every_pod = o.extender_all_pods;
+  InProcessPlacer placer(in.catalog, *std::move(p), core);
   o.policy = policy;
   o.keep_placements = true;
   o.host = &host;
@@ -543,18 +565,30 @@ TEST(ReplayExtenderAllPods, RefusedWhereThePodsCannotBeScored) {
   HttpPlacer http(ho, *std::move(p));
   absl::Status s = ValidateReplayOptions(o, http);
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("extender_all_pods (--extender-all-pods): needs the in-process mode"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("placer is not set up to be sent every pod"));
   absl::StatusOr<RunResult> r = RunReplay(in, http, o);
   EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
 
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> q = MakeReplayPolicy("fgd", in);
   ASSERT_TRUE(q.ok()) << q.status();
-  InProcessPlacer local(in.catalog, *std::move(q));
+  DecisionCore::Options every_pod;
+  every_pod.every_pod = true;
+  InProcessPlacer local(in.catalog, *std::move(q), every_pod);
   EXPECT_TRUE(ValidateReplayOptions(o, local).ok());
   o.concurrency = 2;
   EXPECT_THAT(std::string(ValidateReplayOptions(o, local).message()), HasSubstr("needs concurrency 1"));
+  // A placer set up for every pod and a run that sends only GPU pods stand for no deployment.
+  o.concurrency = 1;
   o.extender_all_pods = false;
-  EXPECT_TRUE(ValidateReplayOptions(o, local).ok());
+  EXPECT_THAT(std::string(ValidateReplayOptions(o, local).message()),
+              HasSubstr("placer was set up to be sent every pod"));
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> g = MakeReplayPolicy("fgd", in);
+  ASSERT_TRUE(g.ok()) << g.status();
+  InProcessPlacer gpu_pods_only(in.catalog, *std::move(g));
+  EXPECT_TRUE(ValidateReplayOptions(o, gpu_pods_only).ok());
+  o.extender_all_pods = true;
+  EXPECT_THAT(std::string(ValidateReplayOptions(o, gpu_pods_only).message()),
+              HasSubstr("placer is not set up to be sent every pod"));
 }
 
 TEST(ReplayAudit, CatchesACorruptedLedger) {

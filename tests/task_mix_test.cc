@@ -185,6 +185,83 @@ TEST(LearnedFgdPolicy, LearnsThatTasksNeedCpuAndPlacesAccordingly) {
   EXPECT_GT(after[1], after[0]) << "b's idle GPUs are stranded by its cpu: the pod goes there";
 }
 
+// Nodes a, b, c: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. fgd, told
+// that tasks need 4 cpus, sees b's GPUs stranded already, so a 1-GPU pod is best on b.
+void ThreeNodesWithBusyCpuOnB(Mirror& mirror) {
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (const char* name : {"a", "b", "c"}) {
+      NodeObject n;
+      n.name = name;
+      n.allocatable_milli[kGpu] = 2000;
+      n.allocatable_milli["cpu"] = 8000;
+      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+      n.allocatable_milli["pods"] = 110000;
+      b.nodes.push_back(n);
+    }
+    PodObject web;
+    web.name = "web";
+    web.namespace_name = "team-a";
+    web.uid = "web-uid";
+    web.node_name = "b";
+    web.containers.push_back({"c", {{"cpu", 6000}}, {}});
+    b.pods.push_back(web);
+    s.ApplyBatch(b);
+    return true;
+  });
+}
+
+PodObject GpuPod(const std::string& name, int64_t cpu_milli) {
+  PodObject p;
+  p.name = name;
+  p.namespace_name = "team-a";
+  p.uid = name + "-uid";
+  p.containers.push_back({"c", {{"cpu", cpu_milli}, {kGpu, 1000}}, {{kGpu, 1000}}});
+  return p;
+}
+
+// When kube-scheduler sends every pod (DecisionCore::Options::every_pod), fgd's best node
+// scores 10 and every other node half its score, so kube-scheduler's in-tree scores (weight
+// 1 each, at most 200 after x weight 5 x 10) cannot overturn fgd's choice; ties go to the
+// lowest name. Policies that do not opt in, and deployments that send only GPU pods, keep
+// their plain scores.
+TEST(DecisionCore, SeeingEveryPodFgdNamesItsBestNodeOutright) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  ThreeNodesWithBusyCpuOnB(mirror);
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> fgd = LearnedFgdPolicy::Create(
+      catalog, {Task(kGpu, 1, 4000)}, TaskMixOptions{}, MirrorHostFree);
+  ASSERT_TRUE(fgd.ok()) << fgd.status();
+  const std::vector<absl::string_view> nodes = {"a", "b", "c"};
+
+  DecisionCore gpu_pods_only(&mirror, fgd->get());
+  const std::vector<int64_t> plain = gpu_pods_only.Prioritize(GpuPod("p", 2000), nodes);
+  ASSERT_GT(plain[1], plain[0]);
+  ASSERT_EQ(plain[0], plain[2]);
+  ASSERT_GT(plain[0], 0);
+
+  DecisionCore every_pod(&mirror, fgd->get(), DecisionCore::Options{/*every_pod=*/true});
+  EXPECT_EQ(every_pod.Prioritize(GpuPod("p", 2000), nodes),
+            (std::vector<int64_t>{plain[0] / 2, 10, plain[2] / 2}));
+  // With b out of the candidates, a and c tie: the lower name wins.
+  const std::vector<absl::string_view> a_and_c = {"c", "a"};
+  EXPECT_EQ(every_pod.Prioritize(GpuPod("p", 2000), a_and_c),
+            (std::vector<int64_t>{plain[2] / 2, 10}));
+  // A pod no node can take scores 0 everywhere: nobody is named.
+  PodObject huge = GpuPod("huge", 2000);
+  huge.containers[0].requests_milli[kGpu] = 3000;
+  huge.containers[0].limits_milli[kGpu] = 3000;
+  EXPECT_EQ(every_pod.Prioritize(huge, nodes), (std::vector<int64_t>{0, 0, 0}));
+
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> pack = MakePolicy("affinity-pack");
+  ASSERT_TRUE(pack.ok()) << pack.status();
+  DecisionCore pack_plain(&mirror, pack->get());
+  DecisionCore pack_every_pod(&mirror, pack->get(), DecisionCore::Options{/*every_pod=*/true});
+  EXPECT_EQ(pack_every_pod.Prioritize(GpuPod("p", 2000), nodes),
+            pack_plain.Prioritize(GpuPod("p", 2000), nodes));
+}
+
 // Filters (which teach the mix and republish the policy) and prioritizes (which decide on a
 // snapshot) from several threads at once: no race (the TSan build runs this), every pod
 // counted once.
