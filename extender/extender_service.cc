@@ -630,7 +630,8 @@ VerbResult ExtenderService::Prioritize(std::string body) {
     }
   }
 
-  const std::vector<int64_t> scores = impl_->core.Prioritize(args->pod, args->names);
+  const std::vector<int64_t> scores = impl_->core.Prioritize(
+      args->pod, args->names, impl_->options.score_pods_without_offering);
   impl_->pending.Remember(std::move(args->pod));
 
   std::string out;
@@ -785,8 +786,8 @@ VerbResult ExtenderService::Bind(std::string body) {
   };
 
   if (!request.interested()) {
-    // Nothing of ours to reserve: bind as the default binder would (managedResources
-    // normally keeps such pods away from us).
+    // Nothing of ours to reserve: bind as the default binder would (managedResources keeps
+    // such pods away from us unless the extender entry has none, for --score-all-pods).
     double seconds = 0;
     const BindResult r = call_binder({}, &seconds);
     if (!r.bound()) return failed(r, seconds);

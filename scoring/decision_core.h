@@ -109,7 +109,8 @@ class DecisionCore {
   // prioritize: 0..10 per candidate name, 0 where filter fails. The policy scores a node
   // from its room row (ClusterState::RoomRows) where it can, else from the node.
   // `score_pods_without_offering`: a pod that asks for no catalog resource is scored by the
-  // policy on every known node (the replayer's --extender-all-pods); else it scores 0.
+  // policy on every known node (the service's --score-all-pods, the replayer's
+  // --extender-all-pods); else it scores 0.
   std::vector<int64_t> Prioritize(const PodObject& pod, const std::vector<absl::string_view>& names,
                                   bool score_pods_without_offering = false);
 
