@@ -376,7 +376,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 struct ExtenderService::Impl {
   Impl(Mirror* m, const PlacementPolicy* policy, Binder* b, ServiceOptions o)
-      : mirror(m), core(m, policy), binder(b), options(o), pending(o.max_pending_pods) {}
+      : mirror(m), core(m, policy, DecisionCore::Options{o.score_pods_without_offering}), binder(b), options(o), pending(o.max_pending_pods) {}
 
   // Applies request-borne Node objects that changed since we last applied them (by
   // resourceVersion) or that the mirror does not hold; decodes only those, and takes the
@@ -785,8 +785,8 @@ VerbResult ExtenderService::Bind(std::string body) {
   };
 
   if (!request.interested()) {
-    // Nothing of ours to reserve: bind as the default binder would (managedResources
-    // normally keeps such pods away from us).
+    // Nothing of ours to reserve: bind as the default binder would (managedResources keeps
+    // such pods away from us unless the extender entry has none, for --score-all-pods).
     double seconds = 0;
     const BindResult r = call_binder({}, &seconds);
     if (!r.bound()) return failed(r, seconds);

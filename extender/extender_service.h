@@ -56,6 +56,13 @@ struct ServiceOptions {
   // only live claim of the pod is taken.
   std::function<absl::StatusOr<std::string>(absl::string_view ns, absl::string_view pod)>
       dra_claim_name;
+  // Prioritize lets the policy score pods that ask for no catalog resource (--score-all-pods;
+  // docs/fgd.md): kube-scheduler sends them when the extender entry has no managedResources.
+  // fgd scores how their cpu/memory change the fragmentation of each node's idle GPUs, every
+  // other policy scores 0. false: such pods score 0 on every node. Filter passes them on
+  // every node and bind binds them without units either way (I6). fgd then also names its
+  // best node outright (DecisionCore::Options::every_pod).
+  bool score_pods_without_offering = false;
 };
 
 // Whether a replica decides, and if not, what it tells kube-scheduler and operators: the

@@ -89,6 +89,13 @@ ABSL_FLAG(std::string, fgd_task_mix, "",
 ABSL_FLAG(int32_t, fgd_half_life, 2000,
           "--policy=fgd: pods after which a pod seen counts half in the learned task mix "
           "(1-1000000)");
+ABSL_FLAG(bool, score_all_pods, false,
+          "prioritize lets the policy score pods that ask for no catalog resource, for a "
+          "KubeSchedulerConfiguration whose extender entry has no managedResources (kube-scheduler "
+          "then sends every pod; scheduler-config/all-pods.yaml): fgd scores how their cpu and "
+          "memory change the fragmentation of each node's idle GPUs, other policies score 0. "
+          "false: they score 0 on every node. Filter passes them and bind binds them without "
+          "units either way");
 ABSL_FLAG(int32_t, threads, 0,
           "HTTP worker threads kept ready; each serves one connection for its whole keep-alive "
           "life, and one more is started for a connection that finds none idle, up to "
@@ -143,7 +150,7 @@ constexpr int kExitRuntime = 1;
 // Flags in the order --help lists them.
 const char* const kFlagOrder[] = {
     "listen",         "prefix",         "catalog",      "snapshot",      "policy",
-    "fgd_task_mix",   "fgd_half_life",
+    "fgd_task_mix",   "fgd_half_life",  "score_all_pods",
     "threads",        "max_concurrent_binds", "bind_nice", "max_body_bytes", "read_timeout", "write_timeout",
     "keep_alive_timeout", "audit_interval", "agent_gate_timeout", "tls_cert",  "tls_key",      "client_ca",
     "project_label",  "quota_file",     "default_quota"};
@@ -311,6 +318,7 @@ struct Config {
   HttpServerOptions http;
   absl::Duration audit_interval;
   absl::Duration agent_gate_timeout;
+  bool score_all_pods = false;
 };
 
 // --policy with its fgd flags (--fgd-task-mix, --fgd-half-life) over `catalog`.
@@ -435,6 +443,7 @@ absl::StatusOr<Config> LoadConfig() {
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = LoadPolicy(c.catalog);
   if (!policy.ok()) return policy.status();
   c.policy = *std::move(policy);
+  c.score_all_pods = absl::GetFlag(FLAGS_score_all_pods);
 
   // After the catalog: quota keys are checked against its offerings.
   if (const std::string quota_file = absl::GetFlag(FLAGS_quota_file); !quota_file.empty()) {
@@ -559,7 +568,9 @@ std::string Banner(const Config& config, const HttpServer& server, const Mirror&
   } else {
     absl::StrAppend(&out, "\n", live_source);
   }
-  absl::StrAppend(&out, "  policy: ", policy.name(), ", ", server.threads(),
+  absl::StrAppend(&out, "  policy: ", policy.name(),
+                  config.score_all_pods ? ", scores pods without a catalog resource too" : "",
+                  ", ", server.threads(),
                   " HTTP threads ready (up to ", server.threads() + server.max_concurrent_binds(),
                   "; at most ", server.max_concurrent_binds(), " binds at once)\n");
   // Where a client on this machine reaches the server.
@@ -672,6 +683,7 @@ int Run(int argc, char** argv) {
   RecordOnlyBinder record_only;
   ServiceOptions service_options;
   service_options.metrics = &metrics;
+  service_options.score_pods_without_offering = config->score_all_pods;
   // DRA mode: bind reads the pod's claim name with one GET (docs/dra.md, "Verify at bind").
   if (live) service_options.dra_claim_name = live->DraClaimNameReader();
   ExtenderService service(&mirror, std::move(config->policy),

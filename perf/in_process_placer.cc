@@ -53,8 +53,36 @@ absl::Status InProcessPlacer::RemoveNode(const std::string& name) {
 }
 
 absl::Status InProcessPlacer::DeletePod(const std::string& ns, const std::string& name) {
+  const std::string key = absl::StrCat(ns, "/", name);
+  std::string plain_uid;
+  {
+    absl::MutexLock lock(&plain_mu_);
+    if (auto it = plain_uids_.find(key); it != plain_uids_.end()) {
+      plain_uid = it->second;
+      plain_uids_.erase(it);
+    }
+  }
   mirror_.Write([&](ClusterState& s) {
-    ReleasePodNamed(s, absl::StrCat(ns, "/", name));
+    if (!plain_uid.empty()) {
+      s.RemovePod(plain_uid, key);  // the watch's deletion: its host view count goes
+    } else {
+      ReleasePodNamed(s, key);
+    }
+    return true;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status InProcessPlacer::BindPlain(const PodPlan& plan, const std::string& node) {
+  PodObject bound = plan.pod;
+  bound.node_name = node;
+  bound.phase = "Running";
+  {
+    absl::MutexLock lock(&plain_mu_);
+    plain_uids_[bound.Key()] = bound.uid;
+  }
+  mirror_.Write([&](ClusterState& s) {
+    s.ApplyPod(bound);
     return true;
   });
   return absl::OkStatus();

@@ -9,8 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "perf/placer.h"
 #include "scoring/decision_core.h"
 #include "scoring/policies.h"
@@ -35,7 +38,13 @@ class InProcessPlacer : public Placer {
   // Bind with what the service reports of it besides the units (refusal kind, own or new
   // unit): the reservation, confirmed at once (no API server to wait for).
   ReserveDecision BindWithOutcome(const PodPlan& pod, const std::string& node);
-  absl::Status BindPlain(const PodPlan&, const std::string&) override { return absl::OkStatus(); }
+  // A pod bound without units (by kube-scheduler's default binder, or by the extender's bind
+  // for a pod outside the catalog) goes into the mirror as the service's watch would show it:
+  // its cpu and memory count in the node's host view (ClusterState::HostFree), which fgd reads.
+  absl::Status BindPlain(const PodPlan& pod, const std::string& node) override;
+  absl::Status BindWithoutUnits(const PodPlan& pod, const std::string& node) override {
+    return BindPlain(pod, node);
+  }
   bool ScoresEveryPod() const override { return core_.options().every_pod; }
   absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) override;
   absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) override;
@@ -49,6 +58,10 @@ class InProcessPlacer : public Placer {
   std::unique_ptr<PlacementPolicy> policy_;
   Mirror mirror_;
   DecisionCore core_;  // over mirror_ and policy_
+  // UIDs of the pods bound without units, by namespace/name: they hold no PodRecord to find
+  // them by name when deleted, only their host view count, kept by UID.
+  absl::Mutex plain_mu_;
+  absl::flat_hash_map<std::string, std::string> plain_uids_ ABSL_GUARDED_BY(plain_mu_);
 };
 
 // A replay names each live pod uniquely, so its deletions go by name: the pod recorded under

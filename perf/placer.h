@@ -1,7 +1,7 @@
 // The Placer: the decision maker behind the extender protocol's verbs as the replay driver
-// (replay_engine.h) drives it, and where the trace's facts go; the pod plan it is handed,
-// and kube-scheduler's host view that fgd reads. Implementations: InProcessPlacer
-// (in_process_placer.h), HttpPlacer (replay_http.h).
+// (replay_engine.h) drives it, and where the trace's facts go, and the pod plan it is handed.
+// Implementations: InProcessPlacer (in_process_placer.h), HttpPlacer (replay_http.h). fgd
+// reads free cpu/memory from the placer's own mirror (MirrorHostFree), as the service does.
 #ifndef GSE_PERF_PLACER_H_
 #define GSE_PERF_PLACER_H_
 
@@ -25,34 +25,6 @@
 #include "state/k8s_objects.h"
 
 namespace gse::replay {
-
-// kube-scheduler's view of free cpu and memory per node, for policies that count host
-// resources (fgd's HostFreeFn). RunReplay attaches its ledger for the run; thread-safe.
-// The pod being decided brings its own cpu/memory (PodRequest::host).
-class HostView {
- public:
-  // Free cpu and memory of a node by name (milli-units); false = unknown.
-  using ByName = std::function<bool(absl::string_view node, int64_t* cpu_milli, int64_t* memory_milli)>;
-  HostView() = default;
-  ~HostView() { mu_.ForgetDeadlockInfo(); }
-  bool Free(absl::string_view node, int64_t* cpu_milli, int64_t* memory_milli) const {
-    absl::MutexLock lock(&mu_);
-    return fn_ ? fn_(node, cpu_milli, memory_milli) : false;
-  }
-  void Attach(ByName fn) {
-    absl::MutexLock lock(&mu_);
-    fn_ = std::move(fn);
-  }
-  HostFreeFn AsFn() {
-    return [this](const ClusterState&, const NodeState& n, int64_t* c, int64_t* m) {
-      return Free(n.name, c, m);
-    };
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  ByName fn_ ABSL_GUARDED_BY(mu_);
-};
 
 // One arriving pod as the driver hands it to a Placer.
 struct PodPlan {
@@ -88,6 +60,9 @@ class Placer {
   virtual absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) = 0;
   // Binds a pod the extender is not interested in (kube-scheduler's default binder).
   virtual absl::Status BindPlain(const PodPlan& pod, const std::string& node) = 0;
+  // The extender's bind of a pod that asks for no catalog resource (extender_all_pods): it
+  // binds it as the default binder would, without units. FailedPrecondition when it refused.
+  virtual absl::Status BindWithoutUnits(const PodPlan& pod, const std::string& node) = 0;
 
   // Facts.
   virtual absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) = 0;
@@ -99,9 +74,10 @@ class Placer {
   // Waits until the decision maker has seen every fact applied so far.
   virtual absl::Status Sync() { return absl::OkStatus(); }
   // Whether the decision maker was set up for kube-scheduler sending it every pod
-  // (ReplayOptions::extender_all_pods, DecisionCore::Options::every_pod): Filter/Prioritize/
-  // Bind accept a pod that asks for no catalog resource and let the policy score it, and a
-  // policy may then name the node outright. A run must agree with its placer on this.
+  // (ReplayOptions::extender_all_pods; in-process DecisionCore::Options::every_pod, over HTTP
+  // the service's --score-all-pods): Filter/Prioritize/Bind accept a pod that asks for no
+  // catalog resource and let the policy score it, and a policy may then name the node
+  // outright. A run must agree with its placer on this.
   virtual bool ScoresEveryPod() const { return false; }
   // ClusterState::Audit of the decision maker's own mirror, when it can be reached.
   virtual std::optional<AuditReport> MirrorAudit() { return std::nullopt; }

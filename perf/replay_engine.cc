@@ -263,15 +263,13 @@ std::vector<TaskClass> TaskMixOf(const ReplayInput& input) {
 }
 
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::string& name,
-                                                                  const ReplayInput& input,
-                                                                  HostView* host) {
+                                                                  const ReplayInput& input) {
   if (name == "fgd" || name == "fgd-gpu") {
     FragmentationOptions o;
     o.tasks = TaskMixOf(input);
     o.twins = input.twins;
-    if (name == "fgd" && host != nullptr) {
-      o.host_free = host->AsFn();
-    }
+    // The placer's mirror, as the service reads it: every bound pod counts there.
+    if (name == "fgd") o.host_free = MirrorHostFree;
     if (o.tasks.empty()) {
       return absl::InvalidArgumentError("policy fgd: the trace has no pod asking for a catalog resource (empty task mix)");
     }
@@ -315,10 +313,6 @@ class Driver {
   }
 
   absl::StatusOr<RunResult> Run();
-  bool HostFree(absl::string_view node, int64_t* cpu, int64_t* memory) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return ledger_.FreeHost(node, cpu, memory);
-  }
   // For the run's own fragmentation model, called with mu_ held.
   bool HostFreeLocked(absl::string_view node, int64_t* cpu, int64_t* memory) const
       ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -348,7 +342,7 @@ class Driver {
   absl::Status Schedule(const PodPlan& plan);
   absl::Status Delete(const std::string& ns, const std::string& name);
   // The node agent's twin placeholders: recorded here under mu_, applied to the Placer by the
-  // caller after mu_ is released (a Placer may call back into HostFree).
+  // caller after mu_ is released.
   struct Hold {
     PodObject pod;
     std::string json;
@@ -716,7 +710,10 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
         RecordPlain(plan, plain_node);
       }
     }
-    if (!plain_node.empty()) return placer_.BindPlain(plan, plain_node);
+    if (!plain_node.empty()) {
+      if (absl::Status s = placer_.BindPlain(plan, plain_node); !s.ok()) return s;
+      return placer_.Sync();  // the extender's host view counts it before the next decision
+    }
 
     // ---- the extender: filter -> prioritize -> bind
     absl::StatusOr<ExtenderPick> pick = AskExtender(plan, demand, feasible);
@@ -732,12 +729,19 @@ absl::Status Driver::Schedule(const PodPlan& plan) {
     if (!interested) {
       // extender_all_pods: the extender binds a pod that takes no unit as the default binder
       // would (one client: nothing changed since the built-in fit above).
+      const absl::Status bound = placer_.BindWithoutUnits(plan, best);
+      if (!bound.ok() && !absl::IsFailedPrecondition(bound)) return bound;
       {
         absl::MutexLock lock(&mu_);
         ObservePick(*pick);
-        RecordPlain(plan, best);
+        if (bound.ok()) {
+          RecordPlain(plan, best);
+        } else {
+          Fail("bind_rejected");
+          Arrived(plan, false);
+        }
       }
-      return placer_.BindPlain(plan, best);
+      return placer_.Sync();
     }
 
     absl::MutexLock bind_lock(&bind_mu_);
@@ -1021,7 +1025,7 @@ absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& p
     return absl::InvalidArgumentError(absl::StrCat(
         "extender_all_pods (--extender-all-pods): the ", placer.Describe(),
         " placer is not set up to be sent every pod (in-process: DecisionCore::Options::every_pod; "
-        "over HTTP the extender's prioritize scores only pods that ask for a catalog resource), so "
+        "over HTTP: HttpPlacerOptions::score_all_pods, the service's --score-all-pods), so "
         "CPU-only pods would silently be placed otherwise"));
   }
   if (!options.extender_all_pods && placer.ScoresEveryPod()) {
@@ -1054,13 +1058,7 @@ absl::StatusOr<RunResult> RunReplay(const ReplayInput& input, Placer& placer,
   if (!model.ok()) return model.status();
   Driver driver(input, placer, options, *std::move(model));
   self = &driver;
-  if (options.host != nullptr) {
-    options.host->Attach([&driver](absl::string_view node, int64_t* cpu, int64_t* memory) {
-      return driver.HostFree(node, cpu, memory);
-    });
-  }
   absl::StatusOr<RunResult> r = driver.Run();
-  if (options.host != nullptr) options.host->Attach(nullptr);
   absl::Status stopped = placer.Stop();
   if (!r.ok()) return r;
   if (!stopped.ok()) return stopped;

@@ -126,9 +126,9 @@ struct ReplayOptions {
   // cpu/memory change the fragmentation of the node's idle GPUs), and the extender binds them
   // without units. false (the default): they never reach the extender and kube-scheduler's
   // in-tree scores alone place them, as with the project's gpu-scheduler.yaml. Must equal the
-  // Placer's ScoresEveryPod() (in-process: InProcessPlacer built with every_pod).
+  // Placer's ScoresEveryPod() (in-process: InProcessPlacer built with every_pod; HTTP:
+  // HttpPlacerOptions::score_all_pods, the service's --score-all-pods).
   bool extender_all_pods = false;
-  HostView* host = nullptr;  // attached to the run's ledger when set
   TraceWriter* record = nullptr;
   bool keep_placements = false;
   // Called now and then with (events done, events total).
@@ -152,18 +152,17 @@ absl::StatusOr<ReplayInput> PrepareInput(Trace trace, const std::string& catalog
 // nvidia.com/gpu.product.
 std::vector<TaskClass> TaskMixOf(const ReplayInput& input);
 
-// Builds a policy by name: "fgd" (with the input's task mix, twins and, when `host` is given,
-// kube-scheduler's cpu/memory view), "fgd-gpu" (the same without the host view) and
-// "bestfit" here; anything else through MakePolicy.
+// Builds a policy by name: "fgd" (with the input's task mix, twins and the deciding mirror's
+// free cpu/memory, MirrorHostFree, as the service reads them), "fgd-gpu" (the same without the
+// host view) and "bestfit" here; anything else through MakePolicy.
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::string& name,
-                                                                  const ReplayInput& input,
-                                                                  HostView* host = nullptr);
+                                                                  const ReplayInput& input);
 
 // Option combinations a run refuses, whatever the input; the error names the option and says
-// why: extender_all_pods with a placer that cannot score pods without a catalog resource (the
-// HTTP placers: ExtenderService's prioritize scores only pods that ask for a catalog
-// resource, and its mirror knows no cpu/memory), or with concurrency > 1 (such a pod is
-// bound where the built-in fit found room, which another client may have taken since).
+// why: extender_all_pods with a placer whose extender does not score pods without a catalog
+// resource (an HttpPlacer without HttpPlacerOptions::score_all_pods: ExtenderService's
+// prioritize then scores them 0), or with concurrency > 1 (such a pod is bound where the
+// built-in fit found room, which another client may have taken since).
 absl::Status ValidateReplayOptions(const ReplayOptions& options, const Placer& placer);
 
 // Runs ValidateReplayOptions first (InvalidArgument when it fails, nothing replayed).

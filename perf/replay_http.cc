@@ -169,6 +169,33 @@ struct HttpPlacer::Impl {
     return out;
   }
 
+  // POSTs the extender's bind of `plan`'s pod on `node`; FailedPrecondition with the
+  // extender's Error when it refused.
+  absl::Status PostBind(const PodPlan& plan, const std::string& node) {
+    rapidjson::StringBuffer buf;
+    Writer w(buf);
+    w.StartObject();
+    w.Key("PodName");
+    w.String(plan.pod.name.c_str());
+    w.Key("PodNamespace");
+    w.String(plan.pod.namespace_name.c_str());
+    w.Key("PodUID");
+    w.String(plan.pod.uid.c_str());
+    w.Key("Node");
+    w.String(node.c_str());
+    w.EndObject();
+    absl::StatusOr<std::string> body = Post("bind", std::string(buf.GetString(), buf.GetSize()));
+    if (!body.ok()) return body.status();
+    rapidjson::Document doc;
+    doc.Parse(body->c_str(), body->size());
+    if (doc.HasParseError() || !doc.IsObject()) return absl::InternalError("bind: answer is not a JSON object");
+    auto err = doc.FindMember("Error");
+    if (err != doc.MemberEnd() && err->value.IsString() && err->value.GetStringLength() > 0) {
+      return absl::FailedPreconditionError(err->value.GetString());
+    }
+    return absl::OkStatus();
+  }
+
   void Wrote(int64_t n = 1) {
     absl::MutexLock lock(&mu);
     writes += n;
@@ -264,6 +291,7 @@ absl::Status HttpPlacer::Start(const std::string& list_json, const ObjectBatch& 
     m.binder = std::make_unique<ApiBinder>(m.client.get());
     ServiceOptions service_options;
     service_options.decision_log = &m.quiet_log;
+    service_options.score_pods_without_offering = m.options.score_all_pods;
     m.service = std::make_unique<ExtenderService>(m.mirror.get(), std::move(m.policy), m.binder.get(),
                                                   service_options);
     HttpServerOptions so;
@@ -391,28 +419,16 @@ absl::StatusOr<std::vector<int64_t>> HttpPlacer::Prioritize(const PodPlan& plan,
   return scores;
 }
 
+bool HttpPlacer::ScoresEveryPod() const { return impl_->options.score_all_pods; }
+
+absl::Status HttpPlacer::BindWithoutUnits(const PodPlan& plan, const std::string& node) {
+  if (absl::Status s = impl_->PostBind(plan, node); !s.ok()) return s;
+  impl_->Wrote();  // the Binding modified the pod
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Assignment> HttpPlacer::Bind(const PodPlan& plan, const std::string& node) {
-  rapidjson::StringBuffer buf;
-  Writer w(buf);
-  w.StartObject();
-  w.Key("PodName");
-  w.String(plan.pod.name.c_str());
-  w.Key("PodNamespace");
-  w.String(plan.pod.namespace_name.c_str());
-  w.Key("PodUID");
-  w.String(plan.pod.uid.c_str());
-  w.Key("Node");
-  w.String(node.c_str());
-  w.EndObject();
-  absl::StatusOr<std::string> body = impl_->Post("bind", std::string(buf.GetString(), buf.GetSize()));
-  if (!body.ok()) return body.status();
-  rapidjson::Document doc;
-  doc.Parse(body->c_str(), body->size());
-  if (doc.HasParseError() || !doc.IsObject()) return absl::InternalError("bind: answer is not a JSON object");
-  auto err = doc.FindMember("Error");
-  if (err != doc.MemberEnd() && err->value.IsString() && err->value.GetStringLength() > 0) {
-    return absl::FailedPreconditionError(err->value.GetString());
-  }
+  if (absl::Status s = impl_->PostBind(plan, node); !s.ok()) return s;
   impl_->Wrote();  // the Binding modified the pod
   // Which units: the annotations the API server stored with the binding.
   std::optional<std::string> stored = impl_->api->Get("pods", plan.pod.namespace_name, plan.pod.name);

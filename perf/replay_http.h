@@ -33,6 +33,10 @@ struct HttpPlacerOptions {
   std::string extender_url;    // "" = start an extender in this process
   std::string kubeconfig_out;  // write the API server's kubeconfig here ("" = don't)
   bool node_cache_capable = true;
+  // The extender scores pods without a catalog resource (ReplayOptions::extender_all_pods):
+  // the in-process extender is started with ServiceOptions::score_pods_without_offering; an
+  // external one (extender_url) must run with --score-all-pods.
+  bool score_all_pods = false;
   std::shared_ptr<const Catalog> catalog;
   absl::Duration sync_timeout = absl::Seconds(60);
   absl::Duration extender_ready_timeout = absl::Seconds(120);
@@ -51,6 +55,8 @@ class HttpPlacer : public Placer {
   absl::StatusOr<std::vector<int64_t>> Prioritize(const PodPlan& pod, const std::vector<std::string>& nodes) override;
   absl::StatusOr<Assignment> Bind(const PodPlan& pod, const std::string& node) override;
   absl::Status BindPlain(const PodPlan& pod, const std::string& node) override;
+  absl::Status BindWithoutUnits(const PodPlan& pod, const std::string& node) override;
+  bool ScoresEveryPod() const override;
   absl::Status ApplyObjects(const std::string& list_json, const ObjectBatch& batch) override;
   absl::Status ApplyNode(const std::string& node_json, const NodeObject& node) override;
   absl::Status RemoveNode(const std::string& name) override;

@@ -91,8 +91,9 @@ ABSL_FLAG(bool, extender_all_pods, false,
           "send every pod to the extender (an extender entry without managedResources): pods "
           "asking for no GPU resource also go through filter (every node passes) and prioritize, "
           "where the policy scores them (fgd: by the fragmentation their cpu/memory cause on the "
-          "node's idle GPUs; other policies: 0), as the FGD simulator scores every pod. In-process "
-          "only. Default false: the project's gpu-scheduler.yaml sets managedResources, so "
+          "node's idle GPUs; other policies: 0), as the FGD simulator scores every pod. --http "
+          "starts its extender with --score-all-pods; --extender=URL must have been started with "
+          "it. Default false: the project's gpu-scheduler.yaml sets managedResources, so "
           "kube-scheduler's in-tree scores alone place such pods");
 ABSL_FLAG(int32_t, extender_weight, 5, "the extender's weight (kube-scheduler adds score x weight x 10)");
 ABSL_FLAG(int32_t, mps_replicas, 100, "openb: MPS shares per GPU (100 = 1% of a GPU per share)");
@@ -195,12 +196,11 @@ int Main() {
     return usage_error("--concurrency must be 1..256");
   }
   if (!http && absl::GetFlag(FLAGS_concurrency) != 1) return usage_error("--concurrency needs --http or --extender");
-  if (absl::GetFlag(FLAGS_extender_all_pods) && http) {
+  if (absl::GetFlag(FLAGS_extender_all_pods) && absl::GetFlag(FLAGS_concurrency) > 1) {
     // The same check RunReplay makes (ValidateReplayOptions), before any input is read.
     return usage_error(
-        "--extender-all-pods needs the in-process mode: the extender's prioritize verb scores only "
-        "pods that ask for a GPU resource and its mirror knows no cpu/memory, so over HTTP CPU-only "
-        "pods would silently be placed by in-tree scores alone");
+        "--extender-all-pods needs --concurrency=1 (a pod without a catalog resource is bound where "
+        "kube-scheduler's own fit found room, which another client may have taken since)");
   }
   const int32_t pct = absl::GetFlag(FLAGS_percentage_of_nodes_to_score);
   if (pct < 0 || pct > 100) return usage_error("--percentage-of-nodes-to-score must be 0..100");
@@ -287,8 +287,7 @@ int Main() {
     absl::StatusOr<ReplayInput> input = BuildInput(seed, openb ? &nodes : nullptr, &pods, projects);
     if (!input.ok()) return usage_error(std::string(input.status().message()));
     for (const std::string& policy_name : policies) {
-      HostView host;
-      absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeReplayPolicy(policy_name, *input, &host);
+      absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeReplayPolicy(policy_name, *input);
       if (!policy.ok()) return usage_error(absl::StrCat("--policies: ", policy.status().message()));
       std::unique_ptr<Placer> placer;
       if (http) {
@@ -296,6 +295,7 @@ int Main() {
         ho.extender_url = absl::GetFlag(FLAGS_extender);
         ho.kubeconfig_out = absl::GetFlag(FLAGS_kubeconfig_out);
         ho.node_cache_capable = absl::GetFlag(FLAGS_node_cache_capable);
+        ho.score_all_pods = absl::GetFlag(FLAGS_extender_all_pods);
         ho.catalog = input->catalog;
         placer = std::make_unique<HttpPlacer>(ho, *std::move(policy));
       } else {
@@ -312,7 +312,6 @@ int Main() {
       ro.score_plugins = plugins;
       ro.extender_weight = absl::GetFlag(FLAGS_extender_weight);
       ro.extender_all_pods = absl::GetFlag(FLAGS_extender_all_pods);
-      ro.host = &host;
       if (!absl::GetFlag(FLAGS_record).empty() && recorder == nullptr) {
         absl::StatusOr<std::unique_ptr<TraceWriter>> w = TraceWriter::Open(absl::GetFlag(FLAGS_record), input->trace.header);
         if (!w.ok()) return usage_error(std::string(w.status().message()));

@@ -575,24 +575,17 @@ absl::StatusOr<ObjectBatch> DecodeObjects(absl::string_view json) {
 
 namespace {
 
-// The quantity of `resource` in `m` (0 when absent), capped at kMaxHostRequest.
-int64_t Capped(int64_t v) { return std::min(v, kMaxHostRequest); }
-
-int64_t Of(const std::map<std::string, int64_t>& m, const std::string& resource) {
-  auto it = m.find(resource);
-  return it == m.end() ? 0 : Capped(it->second);
-}
-
-// max(sum over containers, each init container) + overhead, in milli-units, capped.
-int64_t PodRequestMilli(const PodObject& pod, const std::string& resource) {
+// max(sum over containers, each init container) + overhead, in milli-units, each term and
+// sum capped at `cap` (<= 2^62: the sum of two capped values cannot overflow).
+int64_t PodRequestMilli(const PodObject& pod, const std::string& resource, int64_t cap) {
+  auto of = [&](const std::map<std::string, int64_t>& m) {
+    auto it = m.find(resource);
+    return it == m.end() ? 0 : std::min(it->second, cap);
+  };
   int64_t sum = 0;
-  for (const ContainerResources& c : pod.containers) {
-    sum = Capped(sum + Of(c.requests_milli, resource));  // both <= 2^44: no overflow
-  }
-  for (const ContainerResources& c : pod.init_containers) {
-    sum = std::max(sum, Of(c.requests_milli, resource));
-  }
-  return Capped(sum + Of(pod.overhead_milli, resource));
+  for (const ContainerResources& c : pod.containers) sum = std::min(sum + of(c.requests_milli), cap);
+  for (const ContainerResources& c : pod.init_containers) sum = std::max(sum, of(c.requests_milli));
+  return std::min(sum + of(pod.overhead_milli), cap);
 }
 
 }  // namespace
@@ -601,8 +594,10 @@ HostRequest PodHostRequest(const PodObject& pod) {
   static const std::string kCpu = "cpu";
   static const std::string kMemory = "memory";
   HostRequest r;
-  r.cpu_milli = PodRequestMilli(pod, kCpu);
-  const int64_t memory_milli = PodRequestMilli(pod, kMemory);
+  r.cpu_milli = PodRequestMilli(pod, kCpu, kMaxHostRequest);
+  // The cap is on what is kept, whole bytes: capping the milli-bytes at kMaxHostRequest would
+  // count a pod asking for more than 16 GiB as 16 GiB.
+  const int64_t memory_milli = PodRequestMilli(pod, kMemory, kMaxHostRequest * 1000);
   r.memory_bytes = memory_milli / 1000 + (memory_milli % 1000 != 0 ? 1 : 0);
   return r;
 }

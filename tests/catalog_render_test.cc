@@ -359,6 +359,30 @@ TEST_F(SchedulerConfigCheckTest, ShippedConfigsAreClean) {
   }
 }
 
+// scheduler-config/all-pods.yaml is for an extender run with --score-all-pods: its entry has no
+// managedResources, which catalog check --score-all-pods wants and plain catalog check refuses.
+TEST_F(SchedulerConfigCheckTest, AllPodsConfigWantsNoManagedResources) {
+  const std::string all = ReadFileOrDie(SourcePath("scheduler-config/all-pods.yaml"));
+  CheckReport r;
+  CheckSchedulerConfig(Catalog::BuiltIn(), "built-in catalog", all, "all-pods.yaml", &r,
+                       /*score_all_pods=*/true);
+  EXPECT_THAT(r.problems(), IsEmpty()) << Dump(r);
+
+  r = CheckReport();
+  CheckSchedulerConfig(Catalog::BuiltIn(), "built-in catalog", all, "all-pods.yaml", &r);
+  EXPECT_EQ(r.errors(), 1) << Dump(r);
+  OneLine(r, {"error: all-pods.yaml: extenders[0].managedResources: empty: kube-scheduler sends "
+              "every pod", "check with --score-all-pods if that is the intent"});
+
+  r = CheckReport();
+  CheckSchedulerConfig(Catalog::BuiltIn(), "built-in catalog", Shipped(), "ksc.yaml", &r,
+                       /*score_all_pods=*/true);
+  EXPECT_EQ(r.errors(), 1) << Dump(r);
+  OneLine(r, {absl::StrCat("error: ksc.yaml: extenders[0].managedResources: ",
+                           Catalog::BuiltIn().AllNames().size(), " name(s) listed"),
+              "--score-all-pods never sees the others"});
+}
+
 TEST_F(SchedulerConfigCheckTest, MissingResourceAndUnmanagedAliasAreNamed) {
   CheckReport r = Check(Shipped(kEntry, ""));
   EXPECT_EQ(r.errors(), 1) << Dump(r);

@@ -109,11 +109,19 @@ else
   fi
 
   for f in scheduler-config/*.yaml; do
-    run_check "$f passes catalog check --strict (built-in catalog)" 0 "catalog check: OK, 0 error(s), 0 warning(s)" \
-      --strict --scheduler-config="$f"
-    run_check "$f passes catalog check --strict (deploy/base/catalog.yaml)" 0 "catalog check: OK, 0 error(s), 0 warning(s)" \
-      --strict --catalog=deploy/base/catalog.yaml --scheduler-config="$f"
+    # all-pods.yaml sends every pod to an extender run with --score-all-pods: no managedResources.
+    all=(); [[ $f == */all-pods.yaml ]] && all=(--score-all-pods)
+    run_check "$f passes catalog check --strict ${all[*]} (built-in catalog)" 0 "catalog check: OK, 0 error(s), 0 warning(s)" \
+      --strict "${all[@]}" --scheduler-config="$f"
+    run_check "$f passes catalog check --strict ${all[*]} (deploy/base/catalog.yaml)" 0 "catalog check: OK, 0 error(s), 0 warning(s)" \
+      --strict "${all[@]}" --catalog=deploy/base/catalog.yaml --scheduler-config="$f"
   done
+  run_check "catalog check: all-pods.yaml without --score-all-pods (no managedResources)" 1 \
+    "error: scheduler-config/all-pods.yaml: extenders[0].managedResources: empty: kube-scheduler sends every pod" \
+    --scheduler-config=scheduler-config/all-pods.yaml
+  run_check "catalog check --score-all-pods: a config that lists managedResources" 1 \
+    "error: scheduler-config/default-profile.yaml: extenders[0].managedResources: " \
+    --score-all-pods --scheduler-config=scheduler-config/default-profile.yaml
 
   variant missing-resource '/^  - name: nvidia.com\/a10g$/,+1d'
   run_check "catalog check: missing resource" 1 \

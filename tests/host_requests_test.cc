@@ -117,7 +117,18 @@ TEST(PodHostRequestTest, HugeRequestsAreCapped) {
   p.overhead_milli["cpu"] = INT64_MAX;
   const HostRequest r = PodHostRequest(p);
   EXPECT_EQ(r.cpu_milli, kMaxHostRequest);
-  EXPECT_LE(r.memory_bytes, kMaxHostRequest);
+  EXPECT_EQ(r.memory_bytes, kMaxHostRequest);  // the cap is on bytes, not milli-bytes
+}
+
+// The cap leaves every real pod alone: 24 GiB of memory (openb asks up to 400 GiB) once counted
+// as the 16 GiB that 2^44 milli-bytes are.
+TEST(PodHostRequestTest, LargeMemoryRequestsCountWhole) {
+  PodObject p;
+  ContainerResources c;
+  c.requests_milli["memory"] = (int64_t{24} << 30) * 1000;
+  c.requests_milli["cpu"] = 96000;
+  p.containers = {c, c};
+  EXPECT_EQ(PodHostRequest(p), (HostRequest{192000, int64_t{48} << 30}));
 }
 
 // ---- decoding ----

@@ -773,6 +773,7 @@ TEST(HttpBinaryTest, ServesTheEmbeddedDemoClusterAndTheExampleRequests) {
   EXPECT_THAT(banner, HasSubstr("nvidia.com/mig-1g.5gb.shared"));
   EXPECT_THAT(banner, HasSubstr(absl::StrCat("serving on http://127.0.0.1:", port)));
   EXPECT_THAT(banner, HasSubstr("-d @examples/filter-request.json"));
+  EXPECT_THAT(banner, ::testing::Not(HasSubstr("without a catalog resource")));
 
   httplib::Client client("127.0.0.1", port);
   client.set_tcp_nodelay(true);
@@ -846,6 +847,15 @@ TEST(HttpBinaryTest, DefaultQuotaAndQuotaFileDecideForProjectsWithoutResourceQuo
     child->Signal(SIGTERM);
     EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
   }
+}
+
+TEST(HttpBinaryTest, ScoreAllPodsIsAnnouncedInTheBanner) {
+  auto child = StartBinary({"--listen=127.0.0.1:0", "--policy=fgd", "--score-all-pods"});
+  ASSERT_NE(child, nullptr);
+  EXPECT_THAT(child->Stderr(),
+              HasSubstr("policy: fgd, scores pods without a catalog resource too"));
+  child->Signal(SIGTERM);
+  EXPECT_EQ(child->Wait(absl::Seconds(10)), std::optional<int>(0)) << child->Stderr();
 }
 
 TEST(HttpBinaryTest, SigtermAnswersTheRequestInFlightThenExitsZero) {
@@ -942,6 +952,7 @@ TEST(HttpBinaryTest, ConfigurationErrorsExit2AndNameTheFlag) {
       {{"--listen=[::1:80"}, {"--listen"}},
       {{absl::StrCat("--listen=127.0.0.1:", busy_port)}, {"--listen", "cannot listen"}},
       {{"--policy=fastest"}, {"--policy", "fastest", "affinity-pack"}},
+      {{"--score-all-pods=sometimes"}, {"--score-all-pods", "sometimes"}},
       {{"--threads=many"}, {"--threads"}},
       {{"--threads=-3"}, {"--threads"}},
       {{"--max-body-bytes=0"}, {"--max-body-bytes"}},
@@ -987,6 +998,7 @@ TEST(HttpBinaryTest, HelpAndVersion) {
   ChildResult r = RunToCompletion(ExtenderBinary(), {"--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag : {"--listen", "--prefix", "--catalog", "--snapshot", "--policy",
+                           "--score-all-pods", "managedResources",
                            "--threads", "--max-body-bytes", "--read-timeout", "--write-timeout",
                            "--tls-cert", "--tls-key", "--client-ca", "--project-label", "--default-quota",
                            "affinity-pack", "127.0.0.1:8888", "gpu.themelio.io/project"}) {

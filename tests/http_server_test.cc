@@ -27,11 +27,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "kube/binder.h"
+#include "scoring/fragmentation_policy.h"
 #include "state/mirror.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/http_fixture.h"
@@ -266,6 +269,134 @@ TEST(HttpServerCapturedTest, FilterPrioritizeBindAsKubeSchedulerSentThem) {
   held = 0;
   for (const auto& unit : state["units"].GetArray()) held += unit["holders"].Size();
   EXPECT_EQ(held, 1);
+}
+
+// --score-all-pods (ServiceOptions::score_pods_without_offering): kube-scheduler sends every
+// pod when the extender entry has no managedResources (scheduler-config/all-pods.yaml).
+
+// A node without GPUs, as `kubectl get -o json` lists it: as much cpu and memory as the
+// captured GPU nodes.
+constexpr char kCpuNode[] =
+    R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"cpu-node","labels":)"
+    R"({"kubernetes.io/hostname":"cpu-node"}},"status":{"allocatable":{"cpu":"127500m",)"
+    R"("memory":"1055311780Ki","pods":"110"},"capacity":{"cpu":"128","memory":"1055311780Ki",)"
+    R"("pods":"110"}}})";
+
+// The captured prioritize body (nodecache-true) with its pod turned into `name`, a CPU-only
+// pod asking for `cpu` (no GPU resource left), offered cpu-node and gpu-node-a.
+std::string CpuOnlyArgs(const std::string& name, const std::string& cpu) {
+  rapidjson::Document args = Parse(Captured("prioritize-request-nodecache-true.json"));
+  auto& a = args.GetAllocator();
+  rapidjson::Value& meta = args["Pod"]["metadata"];
+  meta["name"].SetString(name.c_str(), a);
+  meta["uid"].SetString(absl::StrCat("uid-", name).c_str(), a);
+  meta.RemoveMember("annotations");
+  rapidjson::Value& resources = args["Pod"]["spec"]["containers"][0]["resources"];
+  for (const char* kind : {"requests", "limits"}) {
+    resources[kind].RemoveMember("nvidia.com/mig-1g.5gb");
+    resources[kind]["cpu"].SetString(cpu.c_str(), a);
+  }
+  rapidjson::Value names(rapidjson::kArrayType);
+  names.PushBack("cpu-node", a).PushBack("gpu-node-a", a);
+  args["NodeNames"] = names;
+  return ToJson(args);
+}
+
+// Records what each bind asked the API server for.
+class AnnotationBinder : public Binder {
+ public:
+  BindResult Bind(const BindTarget& target,
+                  const std::map<std::string, std::string>& annotations) override {
+    absl::MutexLock lock(&mu_);
+    bound_[target.pod_uid] = {target.node, annotations};
+    return BindResult::Bound();
+  }
+  std::map<std::string, std::pair<std::string, std::map<std::string, std::string>>> bound() {
+    absl::MutexLock lock(&mu_);
+    return bound_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::pair<std::string, std::map<std::string, std::string>>> bound_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// fgd with an expected mix of 1g.5gb pods needing 4 cpus each (the captured pod's slice).
+std::unique_ptr<HttpFixture> FgdCluster(bool score_all_pods, Binder* binder = nullptr) {
+  HttpFixtureOptions options;
+  options.snapshot_json = ClusterWithCapturedNodes({kCpuNode});
+  options.http.prefix = kPrefix;
+  options.policy = "fgd";
+  TaskClass task;
+  task.resource = "nvidia.com/mig-1g.5gb";
+  task.cpu_milli = 4000;
+  options.policy_options.fgd_seed = {task};
+  options.score_all_pods = score_all_pods;
+  options.binder = binder;
+  return StartOrDie(std::move(options));
+}
+
+std::map<std::string, int64_t> Prioritized(HttpFixture& f, const std::string& body) {
+  auto client = f.NewClient();
+  httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/prioritize"), body);
+  ExpectJsonAnswer(r, 200);
+  if (!r) return {};
+  return CheckPrioritizeAnswer(body, r->body);
+}
+
+TEST(HttpServerScoreAllPodsTest, OffACpuOnlyPodScoresZeroEverywhereAsBefore) {
+  auto f = FgdCluster(/*score_all_pods=*/false);
+  const std::map<std::string, int64_t> zero = {{"cpu-node", 0}, {"gpu-node-a", 0}};
+  EXPECT_EQ(Prioritized(*f, CpuOnlyArgs("web-big", "126")), zero);
+  EXPECT_EQ(Prioritized(*f, CpuOnlyArgs("web-small", "1")), zero);
+}
+
+TEST(HttpServerScoreAllPodsTest, OnFgdScoresACpuOnlyPodByTheGpusItsCpuWouldStrand) {
+  AnnotationBinder binder;
+  auto f = FgdCluster(/*score_all_pods=*/true, &binder);
+  auto client = f->NewClient();
+  // 126 of gpu-node-a's 127.5 cpus leave 1.5: none of its 7 idle slices could then take a pod
+  // of the mix (4 cpus each), so fgd scores it below the no-change score 5; cpu-node has no
+  // GPU to strand (5). Sent every pod, fgd names its best node outright (10) and halves the
+  // other scores (DecisionCore::Prioritize).
+  const std::string big = CpuOnlyArgs("web-big", "126");
+  httplib::Result r = PostJson(*client, absl::StrCat(kPrefix, "/filter"), big);
+  ExpectJsonAnswer(r, 200);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(CheckFilterAnswer(big, r->body), (std::set<std::string>{"cpu-node", "gpu-node-a"}));
+  const std::map<std::string, int64_t> scores = Prioritized(*f, big);
+  EXPECT_EQ(scores.at("cpu-node"), 10) << "no idle GPU to strand: the best node";
+  EXPECT_LT(scores.at("gpu-node-a"), 5 / 2) << "below the no-change score 5, halved";
+  // One cpu strands nothing: 5 on both, and the tie goes to the lower name.
+  EXPECT_EQ(Prioritized(*f, CpuOnlyArgs("web-small", "1")),
+            (std::map<std::string, int64_t>{{"cpu-node", 10}, {"gpu-node-a", 5 / 2}}));
+
+  // Bind binds it as the default binder would: no unit, no annotation.
+  const std::string state_before = DebugState(*client);
+  r = PostJson(*client, absl::StrCat(kPrefix, "/bind"),
+               R"({"PodName":"web-big","PodNamespace":"ml-team","PodUID":"uid-web-big",)"
+               R"("Node":"cpu-node"})");
+  ExpectJsonAnswer(r, 200);
+  ASSERT_TRUE(r);
+  EXPECT_STREQ(Parse(r->body)["Error"].GetString(), "");
+  const auto bound = binder.bound();
+  ASSERT_EQ(bound.size(), 1u);
+  EXPECT_EQ(bound.at("uid-web-big").first, "cpu-node");
+  EXPECT_TRUE(bound.at("uid-web-big").second.empty()) << "a CPU-only pod gets no unit annotation";
+  EXPECT_EQ(DebugState(*client), state_before) << "nothing reserved";
+}
+
+// With the switch, a GPU pod's scores keep fgd's order, the best node is named outright (10)
+// and every other score is halved, so kube-scheduler's in-tree scores cannot overturn it.
+TEST(HttpServerScoreAllPodsTest, GpuPodsKeepFgdsChoiceNamedOutrightWithTheSwitch) {
+  const std::string gpu = Captured("prioritize-request-nodecache-true.json");
+  const std::map<std::string, int64_t> plain = Prioritized(*FgdCluster(false), gpu);
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_GT(plain.at("gpu-node-a"), plain.at("gpu-node-b"));
+  const std::map<std::string, int64_t> named = Prioritized(*FgdCluster(true), gpu);
+  EXPECT_EQ(named, (std::map<std::string, int64_t>{{"gpu-node-a", 10},
+                                                   {"gpu-node-b", plain.at("gpu-node-b") / 2}}));
 }
 
 TEST(HttpServerCapturedTest, PreemptAsKubeSchedulerSentIt) {

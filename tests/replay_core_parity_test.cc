@@ -175,8 +175,12 @@ class Pair {
         }) {
     ServiceOptions options;
     options.decision_log = &log_;
+    // Both are sent every pod: pods outside the catalog are scored, as by a replay with
+    // --extender-all-pods, and fgd names its best node outright in both.
+    options.score_pods_without_offering = true;
     service_ = std::make_unique<ExtenderService>(&mirror_, MakeNamed(policy), &binder_, options);
-    placer_ = std::make_unique<InProcessPlacer>(catalog_, MakeNamed(policy));
+    placer_ = std::make_unique<InProcessPlacer>(catalog_, MakeNamed(policy),
+                                                DecisionCore::Options{/*every_pod=*/true});
     const ObjectBatch batch = Cluster();
     mirror_.Write([&](ClusterState& s) {
       s.ApplyBatch(batch);
@@ -186,9 +190,9 @@ class Pair {
   }
 
   PodPlan Plan(const std::string& ns, const std::string& name, const std::string& resource,
-               int amount = 1) {
+               int amount = 1, const std::string& cpu = "2") {
     PodPlan plan;
-    plan.pod_json = PodJson(ns, name, resource, amount);
+    plan.pod_json = PodJson(ns, name, resource, amount, cpu);
     plan.pod = DecodePodText(plan.pod_json);
     plan.project = ns;
     return plan;
@@ -263,6 +267,36 @@ class Pair {
     seen.amount = d.assignment->amount_per_unit;
     seen.placement = d.time_sliced ? (d.own_unit ? "own_unit" : "new_unit") : "";
     return seen;
+  }
+
+  // bind of a pod without a catalog resource: the service binds it without annotations and
+  // its watch then shows it bound (applied here, as the reflector would); the placer records
+  // it as that watch would. Whether the service's bind succeeded.
+  bool BindWithoutUnits(const PodPlan& plan, const std::string& node) {
+    const std::string body = absl::StrCat(R"({"PodName":")", plan.pod.name, R"(","PodNamespace":")",
+                                          plan.pod.namespace_name, R"(","PodUID":")", plan.pod.uid,
+                                          R"(","Node":")", node, R"("})");
+    rapidjson::Document doc = Answer(service_->Bind(body).body);
+    const bool bound = doc.IsObject() && doc.HasMember("Error") && doc["Error"].IsString() &&
+                       doc["Error"].GetStringLength() == 0;
+    EXPECT_TRUE(binder_.Of(plan.pod.uid).empty()) << "no unit annotation";
+    PodObject seen = plan.pod;
+    seen.node_name = node;
+    seen.phase = "Running";
+    mirror_.Write([&](ClusterState& s) {
+      s.ApplyPod(seen);
+      return true;
+    });
+    EXPECT_TRUE(placer_->BindWithoutUnits(plan, node).ok());
+    return bound;
+  }
+  // Both deletions: the service's watch event, the placer's DeletePod.
+  void Delete(const PodPlan& plan) {
+    mirror_.Write([&](ClusterState& s) {
+      s.RemovePod(plan.pod.uid, plan.pod.Key());
+      return true;
+    });
+    EXPECT_TRUE(placer_->DeletePod(plan.pod.namespace_name, plan.pod.name).ok());
   }
 
   Mirror& service_mirror() { return mirror_; }
@@ -410,6 +444,46 @@ TEST_P(ParityTest, AgentGateWaitsAndJoinsTheWaitingGroup) {
 TEST_P(ParityTest, ScoresFollowTheMirrorAsItFills) {
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(Schedule("team-a", absl::StrCat("mps-", i), kMps).bound);
   for (int i = 0; i < 5; ++i) Schedule("team-b", absl::StrCat("gpu-", i), kGpu);
+  EXPECT_EQ(Holdings(pair_.service_mirror()), Holdings(pair_.placer().mirror()));
+}
+
+// Free cpu and memory of every node as fgd reads them (MirrorHostFree).
+std::vector<std::string> HostViews(const Mirror& mirror) {
+  return mirror.Read([](const ClusterState& state) {
+    std::vector<std::string> out;
+    for (const auto& [name, node] : state.nodes()) {
+      int64_t cpu = 0, memory = 0;
+      const bool known = MirrorHostFree(state, *node, &cpu, &memory);
+      out.push_back(absl::StrCat(name, known ? "" : " unknown", " cpu=", cpu, " memory=", memory));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  });
+}
+
+TEST_P(ParityTest, PodsOutsideTheCatalogScoredBoundAndCountedAlike) {
+  const std::vector<std::string> candidates = {"n1", "n2", "n3"};
+  std::vector<PodPlan> web;
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    const PodPlan plan = pair_.Plan("plain", absl::StrCat("web-", i), "", 0, i % 2 ? "7" : "3");
+    EXPECT_EQ(pair_.ServiceFilter(plan, candidates), pair_.PlacerFilter(plan, candidates));
+    const std::vector<int64_t> scores = pair_.ServicePrioritize(plan, candidates);
+    EXPECT_EQ(scores, pair_.PlacerPrioritize(plan, candidates)) << "prioritize scores";
+    ASSERT_EQ(scores.size(), candidates.size());
+    const size_t best = static_cast<size_t>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+    EXPECT_TRUE(pair_.BindWithoutUnits(plan, candidates[best]));
+    web.push_back(plan);
+  }
+  // The host views agree (every bound pod counts in both), so GPU pods score alike after them.
+  EXPECT_EQ(HostViews(pair_.service_mirror()), HostViews(pair_.placer().mirror()));
+  EXPECT_NE(HostViews(pair_.placer().mirror()), HostViews(Pair(GetParam()).placer().mirror()))
+      << "the CPU-only pods count in the placer's host view";
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(Schedule("team-a", absl::StrCat("gpu-", i), kGpu).bound);
+  // Deleted, they count no more in either.
+  for (const PodPlan& plan : web) pair_.Delete(plan);
+  EXPECT_EQ(HostViews(pair_.service_mirror()), HostViews(pair_.placer().mirror()));
+  EXPECT_TRUE(Schedule("team-b", "mps-0", kMps).bound);
   EXPECT_EQ(Holdings(pair_.service_mirror()), Holdings(pair_.placer().mirror()));
 }
 

@@ -74,7 +74,9 @@ ReplayInput InputOf(const std::string& text) {
 RunResult RunInProcess(const ReplayInput& in, const std::string& policy, ReplayOptions o = {}) {
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy(policy, in);
   EXPECT_TRUE(p.ok()) << p.status();
-  InProcessPlacer placer(in.catalog, *std::move(p));
+  DecisionCore::Options core;
+  core.every_pod = o.extender_all_pods;
+  InProcessPlacer placer(in.catalog, *std::move(p), core);
   o.policy = policy;
   o.keep_placements = true;
   absl::StatusOr<RunResult> r = RunReplay(in, placer, o);
@@ -89,6 +91,7 @@ RunResult RunHttp(const ReplayInput& in, const std::string& policy, ReplayOption
   HttpPlacerOptions ho;
   ho.catalog = in.catalog;
   ho.node_cache_capable = node_cache_capable;
+  ho.score_all_pods = o.extender_all_pods;  // the service's --score-all-pods
   HttpPlacer placer(ho, *std::move(p));
   o.policy = policy;
   o.keep_placements = true;
@@ -514,24 +517,9 @@ std::string StrandTrace() {
       "\n");
 }
 
-RunResult RunWithHost(const ReplayInput& in, const std::string& policy, ReplayOptions o) {
-  HostView host;
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy(policy, in, &host);
-  EXPECT_TRUE(p.ok()) << p.status();
-  DecisionCore::Options core;
-  core.every_pod = o.extender_all_pods;
-  InProcessPlacer placer(in.catalog, *std::move(p), core);
-  o.policy = policy;
-  o.keep_placements = true;
-  o.host = &host;
-  absl::StatusOr<RunResult> r = RunReplay(in, placer, o);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *std::move(r) : RunResult{};
-}
-
 TEST(ReplayExtenderAllPods, FgdKeepsACpuOnlyPodOffANodeWhoseGpuItWouldStrand) {
   const ReplayInput in = InputOf(StrandTrace());
-  const RunResult old_way = RunWithHost(in, "fgd", ExtenderOnly());
+  const RunResult old_way = RunInProcess(in, "fgd", ExtenderOnly());
   EXPECT_THAT(old_way.placements, ElementsAre("team-a/c1 a"));
   EXPECT_EQ(old_way.pods_failed.at("insufficient_cpu"), 1);
   EXPECT_DOUBLE_EQ(old_way.gpu_allocation, 0);
@@ -539,7 +527,7 @@ TEST(ReplayExtenderAllPods, FgdKeepsACpuOnlyPodOffANodeWhoseGpuItWouldStrand) {
 
   ReplayOptions all = ExtenderOnly();
   all.extender_all_pods = true;
-  const RunResult r = RunWithHost(in, "fgd", all);
+  const RunResult r = RunInProcess(in, "fgd", all);
   ASSERT_EQ(r.placements.size(), 2u);
   EXPECT_EQ(r.placements[0], "team-a/c1 b");
   EXPECT_THAT(r.placements[1], HasSubstr("team-a/g1 a nvidia.com/gpu/0"));
@@ -550,7 +538,47 @@ TEST(ReplayExtenderAllPods, FgdKeepsACpuOnlyPodOffANodeWhoseGpuItWouldStrand) {
 
   // Policies that do not model host resources score such pods 0 everywhere: unchanged.
   for (const char* policy : {"affinity-pack", "bestfit", "fgd-gpu"}) {
-    EXPECT_THAT(RunWithHost(in, policy, all).placements, ElementsAre("team-a/c1 a")) << policy;
+    EXPECT_THAT(RunInProcess(in, policy, all).placements, ElementsAre("team-a/c1 a")) << policy;
+  }
+}
+
+// Over HTTP the service scores CPU-only pods when started with --score-all-pods
+// (HttpPlacerOptions::score_all_pods), and places them as the in-process mode does.
+TEST(ReplayExtenderAllPods, HttpPlacesLikeInProcess) {
+  ReplayOptions all = ExtenderOnly();
+  all.extender_all_pods = true;
+  const ReplayInput strand = InputOf(StrandTrace());
+  const RunResult http = RunHttp(strand, "fgd", all);
+  ASSERT_EQ(http.placements.size(), 2u);
+  EXPECT_EQ(http.placements[0], "team-a/c1 b");  // scored by the service, bound by its bind
+  EXPECT_THAT(http.placements[1], HasSubstr("team-a/g1 a nvidia.com/gpu/0"));
+  EXPECT_EQ(http.placements, RunInProcess(strand, "fgd", all).placements);
+
+  // openb, CPU-only pods and deletions included; the project's in-tree scores, and none.
+  const ReplayInput in = OpenbInput(4, 0.015, false);
+  int64_t gpu_pods = 0;
+  for (const Event& ev : in.trace.events) {
+    if (ev.type != EventType::kPodArrive) continue;
+    for (const auto& [resource, quantity] : ev.pod.resources) {
+      if (in.catalog->Find(resource) != nullptr) {
+        ++gpu_pods;
+        break;
+      }
+    }
+  }
+  for (ReplayOptions o : {all, ReplayOptions{}}) {
+    o.extender_all_pods = true;
+    SCOPED_TRACE(o.score_plugins.empty() ? "extender only" : "in-tree scores too");
+    const RunResult local = RunInProcess(in, "fgd", o);
+    const RunResult remote = RunHttp(in, "fgd", o);
+    ASSERT_GT(local.placements.size(), 20u);
+    // CPU-only pods went through the extender too.
+    EXPECT_GT(local.latency.at("filter").count, gpu_pods);
+    EXPECT_EQ(remote.latency.at("filter").count, local.latency.at("filter").count);
+    EXPECT_EQ(remote.placements, local.placements);
+    EXPECT_EQ(remote.pods_failed, local.pods_failed);
+    ASSERT_TRUE(remote.mirror_audit.has_value());
+    EXPECT_EQ(remote.mirror_audit->oversubscribed_units, 0);
   }
 }
 
@@ -558,16 +586,26 @@ TEST(ReplayExtenderAllPods, RefusedWhereThePodsCannotBeScored) {
   const ReplayInput in = InputOf(StrandTrace());
   ReplayOptions o = ExtenderOnly();
   o.extender_all_pods = true;
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy("fgd", in);
-  ASSERT_TRUE(p.ok()) << p.status();
-  HttpPlacerOptions ho;
-  ho.catalog = in.catalog;
-  HttpPlacer http(ho, *std::move(p));
-  absl::Status s = ValidateReplayOptions(o, http);
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("placer is not set up to be sent every pod"));
-  absl::StatusOr<RunResult> r = RunReplay(in, http, o);
-  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  for (bool score_all_pods : {false, true}) {
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy("fgd", in);
+    ASSERT_TRUE(p.ok()) << p.status();
+    HttpPlacerOptions ho;
+    ho.catalog = in.catalog;
+    ho.score_all_pods = score_all_pods;
+    HttpPlacer http(ho, *std::move(p));
+    absl::Status s = ValidateReplayOptions(o, http);
+    if (score_all_pods) {
+      EXPECT_TRUE(s.ok()) << s;
+      continue;
+    }
+    // An extender that scores CPU-only pods 0 would silently place them by in-tree scores.
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("extender_all_pods (--extender-all-pods): the http (in-process "
+                          "extender) placer is not set up to be sent every pod"));
+    absl::StatusOr<RunResult> r = RunReplay(in, http, o);
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  }
 
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> q = MakeReplayPolicy("fgd", in);
   ASSERT_TRUE(q.ok()) << q.status();

@@ -33,7 +33,8 @@ void PrintCatalogUsage(const std::string& version) {
       absl::StrJoin(RenderTargetNames(), "|"),
       "\n"
       "       gpu-slice-extender catalog check [--catalog=FILE] [--scheduler-config=FILE ...]\n"
-      "                                        [--snapshot=FILE] [--strict]\n\n"
+      "                                        [--snapshot=FILE] [--strict]\n"
+      "                                        [--score-all-pods]\n\n"
       "render prints YAML to stdout:\n"
       "  device-classes      DRA DeviceClasses (resource.k8s.io/v1): extendedResourceName and\n"
       "                      a CEL selector on the NVIDIA DRA driver's attributes\n"
@@ -48,6 +49,8 @@ void PrintCatalogUsage(const std::string& version) {
       "  --snapshot          `kubectl get nodes -o json` (or any List with Nodes): GPU resources\n"
       "                      the catalog does not know (error), offerings no node advertises\n"
       "                      (warning)\n"
+      "  --score-all-pods    the extender runs with --score-all-pods: its entry must have no\n"
+      "                      managedResources (kube-scheduler then sends it every pod)\n"
       "  --strict            warnings fail too\n"
       "  exit status 0 no errors, 1 problems found, 2 usage error (bad flag, unreadable file,\n"
       "  invalid catalog or snapshot).\n\n"
@@ -69,6 +72,7 @@ struct CatalogArgs {
   std::vector<std::string> scheduler_configs;
   std::string snapshot;
   bool strict = false;
+  bool score_all_pods = false;
 };
 
 // argv[0] is "catalog". --name=value or --name value; '_' and '-' are the same in names.
@@ -106,10 +110,13 @@ CatalogArgs ParseCatalogArgs(int argc, char** argv, const std::string& version) 
       PrintCatalogUsage(version);
       std::exit(0);
     }
-    if (name == "strict" && !render) {
+    if ((name == "strict" || name == "score-all-pods") && !render) {
+      bool& flag = name == "strict" ? args.strict : args.score_all_pods;
       if (eq == std::string::npos || arg.substr(eq + 1) == "true") {
-        args.strict = true;
-      } else if (arg.substr(eq + 1) != "false") {
+        flag = true;
+      } else if (arg.substr(eq + 1) == "false") {
+        flag = false;
+      } else {
         CatalogFail(absl::StrCat(typed, "=\"", arg.substr(eq + 1), "\": want true or false"));
       }
       continue;
@@ -125,8 +132,8 @@ CatalogArgs ParseCatalogArgs(int argc, char** argv, const std::string& version) 
       args.scheduler_configs.emplace_back();
       target = &args.scheduler_configs.back();
     } else {
-      const bool other =
-          name == "what" || name == "snapshot" || name == "scheduler-config" || name == "strict";
+      const bool other = name == "what" || name == "snapshot" || name == "scheduler-config" ||
+                         name == "strict" || name == "score-all-pods";
       CatalogFail(absl::StrCat(
           other ? "flag " : "unknown flag ", typed,
           other ? absl::StrCat(" does not apply to `catalog ", args.action, "`") : std::string(),
@@ -200,7 +207,7 @@ int RunCatalogCommand(int argc, char** argv, const std::string& version) {
   std::vector<std::string> checked = {catalog_name};
   CheckCatalog(*catalog, catalog_name, &report);
   for (const auto& [file, text] : configs) {
-    CheckSchedulerConfig(*catalog, catalog_name, text, file, &report);
+    CheckSchedulerConfig(*catalog, catalog_name, text, file, &report, args.score_all_pods);
     checked.push_back(file);
   }
   if (!args.snapshot.empty()) {

@@ -558,7 +558,7 @@ void CheckCatalog(const Catalog& catalog, const std::string& catalog_name, Check
 
 void CheckSchedulerConfig(const Catalog& catalog, const std::string& catalog_name,
                           absl::string_view config_yaml, const std::string& file,
-                          CheckReport* report) {
+                          CheckReport* report, bool score_all_pods) {
   if (config_yaml.size() > kMaxConfigBytes) {
     report->Error(file, "",
                   absl::StrCat(config_yaml.size(),
@@ -800,12 +800,26 @@ void CheckSchedulerConfig(const Catalog& catalog, const std::string& catalog_nam
                         "true: when the extender errs or is down, kube-scheduler places GPU pods "
                         "without it, ignoring slices, owners and quotas");
       }
+      if (score_all_pods) {
+        // Every pod is meant to reach the extender (its --score-all-pods).
+        if (!e->managed.empty()) {
+          report->Error(file, field,
+                        absl::StrCat(e->managed.size(),
+                                     " name(s) listed: kube-scheduler sends only pods asking "
+                                     "for them, so the extender's --score-all-pods never sees "
+                                     "the others; remove managedResources (or check without "
+                                     "--score-all-pods)"));
+        }
+        continue;
+      }
       if (e->managed.empty()) {
         report->Error(file, field,
                       absl::StrCat("empty: kube-scheduler sends every pod to the extender, so "
                                    "an extender outage stops all scheduling; list the ",
                                    catalog.AllNames().size(), " names and aliases of the ",
-                                   catalog_name, " (catalog render --what=scheduler-extender)"));
+                                   catalog_name,
+                                   " (catalog render --what=scheduler-extender), or check "
+                                   "with --score-all-pods if that is the intent"));
         continue;
       }
       absl::flat_hash_set<std::string> managed;

@@ -101,10 +101,13 @@ void CheckCatalog(const Catalog& catalog, const std::string& catalog_name, Check
 //    resources and unmanaged aliases separately), no managed name the catalog lacks,
 //    ignoredByScheduler false (error), ignorable true and percentageOfNodesToScore other than
 //    100 (warnings: they weaken the invariants, kube-scheduler accepts them).
+// `score_all_pods` (catalog check --score-all-pods, for an extender run with
+// --score-all-pods): the entry is meant to have no managedResources, so that kube-scheduler
+// sends it every pod; a list is then the error instead of its absence.
 // Unparseable YAML is an error of the file, not an exception.
 void CheckSchedulerConfig(const Catalog& catalog, const std::string& catalog_name,
                           absl::string_view config_yaml, const std::string& config_file,
-                          CheckReport* report);
+                          CheckReport* report, bool score_all_pods = false);
 
 // What a node advertises: the fields of a Node that the check reads (state/k8s_objects.h
 // decodes them; kept separate so that this layer does not depend on the JSON decoder).

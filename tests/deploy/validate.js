@@ -18,7 +18,8 @@
 //     capabilities (kubelet's sockets force root; nothing else), every flag one the agent
 //     binary defines, its own namespace and ClusterRole (RBAC.md scope "agent");
 //   * scheduler-config/*.yaml: kube-scheduler's validation rules for extenders, strict field
-//     names, and managedResources == every name and alias of deploy/base/catalog.yaml;
+//     names, and managedResources == every name and alias of deploy/base/catalog.yaml (none in
+//     all-pods.yaml, which sends every pod to the extender);
 //   * with --renders DIR (device-classes.yaml, resource-quotas.yaml from `gpu-slice-extender
 //     catalog render`): the DRA DeviceClasses and the ResourceQuota through the same schema and
 //     excess-property checks, and their names, selectors and keys against the catalog.
@@ -785,14 +786,22 @@ function schedulerConfigChecks(repo, base, catalog) {
         expect(!e.enableHTTPS && !e.tlsConfig, "TLS settings in a plain-HTTP config");
       }
     });
-    check(`${f}: managedResources are exactly the catalog's names and aliases, not ignoredByScheduler`, () => {
-      const got = (e.managedResources || []).map((m) => m.name);
-      const missing = names.filter((n) => !got.includes(n));
-      const extra = got.filter((n) => !names.includes(n));
-      expect(!missing.length && !extra.length, `missing ${json(missing)} extra ${json(extra)}`);
-      const ignored = e.managedResources.filter((m) => m.ignoredByScheduler !== false).map((m) => m.name);
-      expect(!ignored.length, `ignoredByScheduler is not false for ${json(ignored)}`);
-    });
+    if (f === "all-pods.yaml") {
+      // For an extender run with --score-all-pods: kube-scheduler sends every pod only when the
+      // entry lists no managedResources.
+      check(`${f}: no managedResources (every pod reaches the extender)`, () => {
+        expect(e.managedResources === undefined, `managedResources ${json(e.managedResources)}`);
+      });
+    } else {
+      check(`${f}: managedResources are exactly the catalog's names and aliases, not ignoredByScheduler`, () => {
+        const got = (e.managedResources || []).map((m) => m.name);
+        const missing = names.filter((n) => !got.includes(n));
+        const extra = got.filter((n) => !names.includes(n));
+        expect(!missing.length && !extra.length, `missing ${json(missing)} extra ${json(extra)}`);
+        const ignored = e.managedResources.filter((m) => m.ignoredByScheduler !== false).map((m) => m.name);
+        expect(!ignored.length, `ignoredByScheduler is not false for ${json(ignored)}`);
+      });
+    }
     if (f === "gpu-scheduler.yaml") {
       check(`${f}: a second scheduler named gpu-scheduler with its own Lease`, () => {
         expect((cfg.profiles || []).map((p) => p.schedulerName).join() === "gpu-scheduler", `profiles ${json(cfg.profiles)}`);

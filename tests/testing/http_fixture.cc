@@ -24,7 +24,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/k8s_objects.h"
 #include "testsupport/paths.h"
 
@@ -46,12 +46,15 @@ absl::StatusOr<std::unique_ptr<HttpFixture>> HttpFixture::Start(HttpFixtureOptio
     f->mirror_->Write([&](ClusterState& s) { s.ApplyBatch(*batch); });
   }
   f->metrics_ = std::make_unique<ExtenderMetrics>();
-  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(options.policy);
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy =
+      MakeServicePolicy(options.policy, catalog, std::move(options.policy_options));
   if (!policy.ok()) return policy.status();
   ServiceOptions service_options;
   service_options.metrics = f->metrics_.get();
-  f->service_ = std::make_unique<ExtenderService>(f->mirror_.get(), std::move(*policy), &f->binder_,
-                                                  service_options);
+  service_options.score_pods_without_offering = options.score_all_pods;
+  f->service_ = std::make_unique<ExtenderService>(
+      f->mirror_.get(), std::move(*policy),
+      options.binder != nullptr ? options.binder : &f->binder_, service_options);
   options.http.host = "127.0.0.1";
   options.http.port = 0;
   absl::StatusOr<std::unique_ptr<HttpServer>> server =

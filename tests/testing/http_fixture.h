@@ -25,6 +25,8 @@
 #include "extender/extender_service.h"
 #include "extender/http_server.h"
 #include "extender/metrics.h"
+#include "kube/binder.h"
+#include "scoring/task_mix.h"
 #include "state/catalog.h"
 #include "state/cluster_state.h"
 #include "state/mirror.h"
@@ -35,7 +37,12 @@ struct HttpFixtureOptions {
   // A Kubernetes List (or NodeList, ...) applied to the mirror before serving; "" = empty.
   std::string snapshot_json;
   std::shared_ptr<const Catalog> catalog;  // null: the built-in catalog
-  std::string policy = "affinity-pack";
+  std::string policy = "affinity-pack";  // a service policy (MakeServicePolicy)
+  ServicePolicyOptions policy_options;    // fgd's seed mix
+  // ServiceOptions::score_pods_without_offering (the binary's --score-all-pods).
+  bool score_all_pods = false;
+  // The bind's Binder; null: one that binds everything and records nothing.
+  Binder* binder = nullptr;
   MirrorOptions mirror;
   // host and port are forced to 127.0.0.1 and 0 (a free port).
   HttpServerOptions http;
