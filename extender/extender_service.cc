@@ -1061,7 +1061,7 @@ std::string ExtenderService::DebugStateJson() const {
             w.Key("uuid");
             String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
             w.Key("user_claim");
-            w.Bool(unit.unhealthy);
+            w.Bool(unit.user_claimed);
             if (!no->dra_problem.empty()) {
               w.Key("dra_problem");
               String(w, no->dra_problem);

@@ -140,7 +140,7 @@ UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& 
     }
   }
   if (v.mixed) v.owner = kNoProject;
-  const int64_t free = unit.draining || unit.unhealthy ? 0 : int64_t{unit.capacity} - used;
+  const int64_t free = unit.TakesNoNewHolders() ? 0 : int64_t{unit.capacity} - used;
   v.free = static_cast<int32_t>(std::max<int64_t>(0, free));
   return v;
 }
@@ -430,9 +430,9 @@ FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offerin
     for (size_t i = 0; i < no->unit_devices.size() && i < no->units.size(); ++i) {
       if (no->unit_devices[i] != device) continue;
       const Unit& unit = no->units[i];
-      // A user-made claim's device (Unit::unhealthy), or holders of another project or of
-      // several (owner kNoProject with holders).
-      if (unit.unhealthy || (!unit.Empty() && unit.owner != project)) {
+      // A user-made claim's device (Unit::user_claimed), or holders of another project or
+      // of several (owner kNoProject with holders).
+      if (unit.user_claimed || (!unit.Empty() && unit.owner != project)) {
         return FitReason::kDraDeviceOfOtherProject;
       }
     }

@@ -195,13 +195,16 @@ TEST(ClusterStateDra, UserClaimBlocksItsDevice) {
   ApplyClaim(s, user);
   const NodeOffering* no = MigOn(s, kDraNode);
   ASSERT_NE(no, nullptr);
-  EXPECT_TRUE(no->units[0].unhealthy);  // 19-3: no new holders
+  EXPECT_TRUE(no->units[0].user_claimed);  // 19-3: no new holders
+  EXPECT_FALSE(no->units[0].unhealthy);    // health is another matter
+  EXPECT_TRUE(no->units[0].TakesNoNewHolders());
   EXPECT_EQ(no->units[0].Free(), 0);
-  EXPECT_FALSE(no->units[1].unhealthy);
+  EXPECT_FALSE(no->units[1].user_claimed);
   EXPECT_EQ(no->summary.empty_units, 6);
   // Its removal frees the device.
   s.RemoveResourceClaim("ml-team/cuda-infer-7d9f8b6c5-x2lqp-extended-resources-k7m2q");
-  EXPECT_FALSE(MigOn(s, kDraNode)->units[0].unhealthy);
+  EXPECT_FALSE(MigOn(s, kDraNode)->units[0].user_claimed);
+  EXPECT_EQ(MigOn(s, kDraNode)->units[0].Free(), 1);
   EXPECT_TRUE(s.Audit().problems.empty());
 }
 
