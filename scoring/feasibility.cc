@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "state/quota_charge.h"
 #include "state/unit_rules.h"
 
@@ -414,16 +415,23 @@ bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId pro
 }
 
 FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offering,
-                              ProjectId project, const NodeState* node) {
+                              ProjectId project, const NodeState* node,
+                              std::string* no_prediction) {
   const NodeOffering* no = node != nullptr ? node->Find(offering.id) : nullptr;
   if (no == nullptr || !no->dra) return FitReason::kFits;
   const DraDeviceClass* cls = state.dra().ClassForResource(offering.resource);
-  if (cls == nullptr) return FitReason::kFits;
+  if (cls == nullptr) {
+    if (no_prediction != nullptr) *no_prediction = absl::StrCat("no DeviceClass maps ", offering.resource);
+    return FitReason::kFits;
+  }
   const DraPrediction p =
       state.dra().PredictExtendedResourcePick(cls->name, node->name, 1, DraPredictOptions{});
   // No prediction (the walk is not deterministic or not modelled): not guessed; the node
   // passes and bind checks the device the allocator really picked.
-  if (p.kind == DraPrediction::kNoPrediction) return FitReason::kFits;
+  if (p.kind == DraPrediction::kNoPrediction) {
+    if (no_prediction != nullptr) *no_prediction = p.reason;
+    return FitReason::kFits;
+  }
   if (p.kind == DraPrediction::kNoDevice) return FitReason::kNoFreeUnit;
   for (const DraDeviceId& id : p.devices) {
     const std::string device = id.ToString();
@@ -503,7 +511,9 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
       v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     }
     if (dra_shared && v.reason == FitReason::kFits) {
-      v.reason = DraPredictedVerdict(state, offering, project, nodes[i]);
+      std::string why;
+      v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);
+      if (!why.empty()) out.dra_unpredicted.emplace_back(i, std::move(why));
     }
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;
