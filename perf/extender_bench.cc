@@ -381,6 +381,47 @@ double SustainedRun(int port, const std::vector<std::string>& candidates, int po
   return pods / seconds;
 }
 
+// The service under test (a RecordOnlyBinder; the decision log off: thousands of binds, the
+// per-bind log would only measure stderr) and its HTTP server, started; stopped on
+// destruction.
+struct ServedBench {
+  RecordOnlyBinder binder;
+  DecisionLog quiet{DecisionLogLevel::kOff, [](absl::string_view) {}};
+  std::unique_ptr<ExtenderService> service;
+  std::unique_ptr<HttpServer> server;
+  ~ServedBench() {
+    if (server == nullptr) return;
+    server->Stop();
+    server->Wait(absl::Seconds(10));
+  }
+};
+
+// `policy` by name ("" for --policy) over `mirror`; null after printing why it cannot start.
+std::unique_ptr<ServedBench> Serve(Mirror* mirror, absl::string_view policy_name) {
+  std::shared_ptr<const Catalog> catalog(&Catalog::BuiltIn(), [](const Catalog*) {});
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeServicePolicy(
+      policy_name.empty() ? absl::GetFlag(FLAGS_policy) : std::string(policy_name), catalog);
+  if (!policy.ok()) {
+    std::fprintf(stderr, "policy: %s\n", policy.status().ToString().c_str());
+    return nullptr;
+  }
+  auto b = std::make_unique<ServedBench>();
+  ServiceOptions service_options;
+  service_options.decision_log = &b->quiet;
+  b->service = std::make_unique<ExtenderService>(mirror, *std::move(policy), &b->binder, service_options);
+  HttpServerOptions options;
+  options.port = 0;
+  options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Create(b->service.get(), nullptr, options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+    return nullptr;
+  }
+  b->server = *std::move(server);
+  b->server->Start();
+  return b;
+}
+
 // Each policy of --compare_policies over the same mirror (its own service and HTTP server):
 // filter and prioritize latency at every candidate name next to the floor, and the sustained
 // rate at every candidate. The mirror fills as the runs bind, in policy order.
@@ -389,38 +430,18 @@ int ComparePolicies(Mirror* mirror, const SyntheticClusterSpec& spec,
                     EchoFloor& floor) {
   const std::string list = absl::GetFlag(FLAGS_compare_policies);
   if (list.empty()) return 0;
-  std::shared_ptr<const Catalog> catalog(&Catalog::BuiltIn(), [](const Catalog*) {});
   auto floor_client = NewClient(floor.port());
   int run_id = 10;
   for (absl::string_view name : absl::StrSplit(list, ',')) {
-    absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeServicePolicy(name, catalog);
-    if (!policy.ok()) {
-      std::fprintf(stderr, "--compare_policies: %s\n", policy.status().ToString().c_str());
-      return 2;
-    }
-    RecordOnlyBinder binder;
-    DecisionLog quiet(DecisionLogLevel::kOff, [](absl::string_view) {});
-    ServiceOptions service_options;
-    service_options.decision_log = &quiet;
-    ExtenderService service(mirror, *std::move(policy), &binder, service_options);
-    HttpServerOptions options;
-    options.port = 0;
-    options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);
-    auto server = HttpServer::Create(&service, nullptr, options);
-    if (!server.ok()) {
-      std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
-      return 1;
-    }
-    (*server)->Start();
-    auto client = NewClient((*server)->port());
+    std::unique_ptr<ServedBench> served = Serve(mirror, name);
+    if (served == nullptr) return 2;
+    auto client = NewClient(served->server->port());
     HttpLatencyRows(*client, *floor_client, floor, bodies,
                     absl::StrCat("[", name, "] $verb, ", names.size(), " names"), "p99 <= 2x floor");
-    SustainedRun((*server)->port(), names, absl::GetFlag(FLAGS_compare_sustain_pods),
+    SustainedRun(served->server->port(), names, absl::GetFlag(FLAGS_compare_sustain_pods),
                  absl::GetFlag(FLAGS_clients), spec,
                  absl::StrCat("[", name, "] sustained, ", names.size(), " candidates").c_str(),
                  ">= 500 pods/s", run_id++);
-    (*server)->Stop();
-    (*server)->Wait(absl::Seconds(10));
   }
   return 0;
 }
@@ -683,26 +704,9 @@ int DraRun(const SyntheticClusterSpec& base, EchoFloor& floor) {
                 base.nodes);
   }
 
-  std::shared_ptr<const Catalog> catalog(&Catalog::BuiltIn(), [](const Catalog*) {});
-  auto policy = MakeServicePolicy(absl::GetFlag(FLAGS_policy), catalog);
-  if (!policy.ok()) {
-    std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
-    return 2;
-  }
-  RecordOnlyBinder binder;
-  DecisionLog quiet(DecisionLogLevel::kOff, [](absl::string_view) {});
-  ServiceOptions service_options;
-  service_options.decision_log = &quiet;
-  ExtenderService service(mirror.get(), std::move(*policy), &binder, service_options);
-  HttpServerOptions options;
-  options.port = 0;
-  options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);
-  auto server = HttpServer::Create(&service, nullptr, options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
-    return 1;
-  }
-  (*server)->Start();
+  std::unique_ptr<ServedBench> served = Serve(mirror.get(), "");
+  if (served == nullptr) return 2;
+  ExtenderService& service = *served->service;
 
   // Every node a candidate, plugin and DRA ones interleaved.
   std::vector<std::string> names = SyntheticNodeNames(plugin);
@@ -717,7 +721,7 @@ int DraRun(const SyntheticClusterSpec& base, EchoFloor& floor) {
     bodies.push_back(absl::StrCat("{\"Pod\":", PendingPodJson(ns, name, "uid-" + name, "nvidia.com/mig-1g.5gb.shared", 1),
                                   ",\"Nodes\":null,\"NodeNames\":", names_json, "}"));
   }
-  auto client = NewClient((*server)->port());
+  auto client = NewClient(served->server->port());
   auto floor_client = NewClient(floor.port());
   HttpLatencyRows(*client, *floor_client, floor, bodies,
                   absl::StrCat("[dra] $verb, ", names.size(), " candidates"),
@@ -753,7 +757,7 @@ int DraRun(const SyntheticClusterSpec& base, EchoFloor& floor) {
   };
   const int clients = absl::GetFlag(FLAGS_clients);
   const int pods = absl::GetFlag(FLAGS_sustain_pods);
-  const double rate = SustainedRun((*server)->port(), names, pods, clients, base,
+  const double rate = SustainedRun(served->server->port(), names, pods, clients, base,
                                    absl::StrCat("[dra] sustained, ", names.size(), " candidates").c_str(),
                                    ">= 500 pods/s", 3, allocate, release);
   const double floor_rate = EchoCycleRate(floor, bodies.front(), BindArgs("proj-000", "dra-floor", "uid-dra-floor", names.back()),
@@ -765,8 +769,6 @@ int DraRun(const SyntheticClusterSpec& base, EchoFloor& floor) {
   std::printf("%-44s %lld oversubscribed, %lld multi-owner units after the run (must be 0)\n",
               "[dra] audit", static_cast<long long>(end.oversubscribed_units),
               static_cast<long long>(end.multi_owner_units));
-  (*server)->Stop();
-  (*server)->Wait(absl::Seconds(10));
   return end.problems.empty() ? 0 : 1;
 }
 
@@ -813,28 +815,11 @@ int Main() {
   }
 
   // --- the service and the floor.
-  std::shared_ptr<const Catalog> catalog(&Catalog::BuiltIn(), [](const Catalog*) {});
-  auto policy = MakeServicePolicy(absl::GetFlag(FLAGS_policy), catalog);
-  if (!policy.ok()) {
-    std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
-    return 2;
-  }
-  RecordOnlyBinder binder;
-  // Thousands of binds: the per-bind decision log would only measure stderr.
-  DecisionLog quiet(DecisionLogLevel::kOff, [](absl::string_view) {});
-  ServiceOptions service_options;
-  service_options.decision_log = &quiet;
-  ExtenderService service(mirror.get(), std::move(*policy), &binder, service_options);
   TuneMallocForLargeBodies();  // as the binary does before serving
-  HttpServerOptions options;
-  options.port = 0;
-  options.threads = std::max(8, absl::GetFlag(FLAGS_clients) * 2);
-  auto server = HttpServer::Create(&service, nullptr, options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
-    return 1;
-  }
-  (*server)->Start();
+  std::unique_ptr<ServedBench> served = Serve(mirror.get(), "");
+  if (served == nullptr) return 2;
+  ExtenderService& service = *served->service;
+  const std::unique_ptr<HttpServer>& server = served->server;
   EchoFloor floor;
 
   const std::vector<std::string> names = SyntheticNodeNames(spec);
@@ -846,7 +831,7 @@ int Main() {
     bodies.push_back(absl::StrCat("{\"Pod\":", PendingPodJson(ns, name, "uid-" + name, "nvidia.com/mig-1g.5gb.shared", 1),
                                   ",\"Nodes\":null,\"NodeNames\":", names_json, "}"));
   }
-  auto client = NewClient((*server)->port());
+  auto client = NewClient(server->port());
   auto floor_client = NewClient(floor.port());
   HttpLatencyRows(*client, *floor_client, floor, bodies,
                   absl::StrCat("$verb, ", names.size(), " candidate names"),
@@ -949,10 +934,10 @@ int Main() {
   // --- sustained scheduling.
   const int clients = absl::GetFlag(FLAGS_clients);
   const int sustain = absl::GetFlag(FLAGS_sustain_pods);
-  SustainedRun((*server)->port(), names, sustain, clients, spec,
+  SustainedRun(server->port(), names, sustain, clients, spec,
                absl::StrCat("sustained, ", names.size(), " candidates").c_str(), ">= 500 pods/s", 1);
   std::vector<std::string> small(names.begin(), names.begin() + std::min<size_t>(names.size(), static_cast<size_t>(absl::GetFlag(FLAGS_small_candidates))));
-  SustainedRun((*server)->port(), small, sustain * 4, clients, spec,
+  SustainedRun(server->port(), small, sustain * 4, clients, spec,
                absl::StrCat("sustained, ", small.size(), " candidates").c_str(), ">= 5,000 pods/s", 2);
 
   // --- per policy, after the main run (whose figures stay comparable with earlier runs).
@@ -963,8 +948,6 @@ int Main() {
   AuditReport end = mirror->Read([](const ClusterState& s) { return s.Audit(); });
   std::printf("%-44s %lld oversubscribed, %lld multi-owner units after the run (must be 0)\n", "audit",
               static_cast<long long>(end.oversubscribed_units), static_cast<long long>(end.multi_owner_units));
-  (*server)->Stop();
-  (*server)->Wait(absl::Seconds(10));
   return end.problems.empty() ? 0 : 1;
 }
 
