@@ -159,24 +159,66 @@ void DecisionLog::Log(const BindDecision& decision) const {
   sink_(FormatLine(decision, absl::Now()));
 }
 
-std::string DecisionLog::FormatLine(const BindDecision& d, absl::Time now) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
+void DecisionLog::Log(const FilterNotes& notes) const {
+  if (!sink_ || notes.dra_notes.empty() || !Wants(kFilterNotesOutcome)) return;
+  sink_(FormatLine(notes, absl::Now()));
+}
+
+namespace {
+
+// The fields every line starts with, up to the pod's project.
+void Head(JsonWriter& w, absl::Time now, const char* event, absl::string_view ns,
+          absl::string_view name, absl::string_view uid, absl::string_view project) {
   w.Key("ts");
   String(w, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", now, absl::UTCTimeZone()));
   w.Key("component");
   w.String("extender");
   w.Key("event");
-  w.String("bind");
+  w.String(event);
   w.Key("pod");
-  String(w, d.pod_namespace.empty() && d.pod_name.empty()
-                ? std::string()
-                : absl::StrCat(d.pod_namespace, "/", d.pod_name));
+  String(w, ns.empty() && name.empty() ? std::string() : absl::StrCat(ns, "/", name));
   w.Key("uid");
-  String(w, d.pod_uid);
+  String(w, uid);
   w.Key("project");
-  String(w, d.project);
+  String(w, project);
+}
+
+void Notes(JsonWriter& w, const std::vector<std::string>& notes) {
+  w.Key("dra_notes");
+  w.StartArray();
+  for (const std::string& n : notes) String(w, n);
+  w.EndArray();
+}
+
+std::string Line(const rapidjson::StringBuffer& buf) {
+  std::string line(buf.GetString(), buf.GetSize());
+  line.push_back('\n');
+  return line;
+}
+
+}  // namespace
+
+std::string DecisionLog::FormatLine(const FilterNotes& n, absl::Time now) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  Head(w, now, "filter", n.pod_namespace, n.pod_name, n.pod_uid, n.project);
+  w.Key("offering");
+  String(w, n.offering);
+  w.Key("candidates");
+  w.Int(n.candidates);
+  w.Key("passed");
+  w.Int(n.passed);
+  Notes(w, n.dra_notes);
+  w.EndObject();
+  return Line(buf);
+}
+
+std::string DecisionLog::FormatLine(const BindDecision& d, absl::Time now) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  Head(w, now, "bind", d.pod_namespace, d.pod_name, d.pod_uid, d.project);
   w.Key("offering");
   String(w, d.offering);
   w.Key("node");
@@ -197,10 +239,9 @@ std::string DecisionLog::FormatLine(const BindDecision& d, absl::Time now) {
   Seconds(w, d.latency_seconds);
   w.Key("api_seconds");
   Seconds(w, d.api_seconds);
+  if (!d.dra_notes.empty()) Notes(w, d.dra_notes);
   w.EndObject();
-  std::string line(buf.GetString(), buf.GetSize());
-  line.push_back('\n');
-  return line;
+  return Line(buf);
 }
 
 }  // namespace gse

@@ -1,6 +1,12 @@
 // DecisionLog: one JSON line per bind decision, so that where a pod went (or why it did not)
 // can be traced without metrics: pod, project, offering, node, the unit ids reserved, the
-// outcome (the `outcome` label of gse_bind_total) with its reason, and the latencies.
+// outcome (the `outcome` label of gse_bind_total) with its reason, and the latencies. In DRA
+// mode also one line per filter that has something to say of DRA nodes (FilterNotes): a node
+// passed with no prediction of the allocator's pick, or catalog drift:
+//
+//   {"ts":"...","component":"extender","event":"filter","pod":"team-a/infer-1","uid":"...",
+//    "project":"vision","offering":"nvidia.com/gpu.shared","candidates":40,"passed":12,
+//    "dra_notes":["dra-7: no prediction: device gpu-0: counters or binding conditions are not modelled"]}
 //
 //   {"ts":"2024-05-01T12:00:00.123Z","component":"extender","event":"bind",
 //    "pod":"team-a/notebook-2","uid":"...","project":"vision",
@@ -55,6 +61,24 @@ struct BindDecision {
   std::string reason;           // the Error sent to kube-scheduler ("" when bound)
   double latency_seconds = 0;   // the whole bind call
   double api_seconds = -1;      // the Binder call; negative: not called (written as null)
+  // DRA mode, a bind on a DRA-backed node offering: "catalog drift: <disagreement>" per line
+  // of DraState::Drift. Written as "dra_notes" only when not empty.
+  std::vector<std::string> dra_notes;
+};
+
+// What one filter noted of DRA nodes (DRA mode, docs/dra.md): a node of a shared offering
+// that passed with no prediction of the allocator's pick ("<node>: no prediction: <why>"),
+// and catalog drift while a DRA-backed node passed ("catalog drift: <disagreement>"). A
+// filter line is written only when there is a note, at the levels that write failures.
+struct FilterNotes {
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+  std::string project;
+  std::string offering;
+  int32_t candidates = 0;
+  int32_t passed = 0;
+  std::vector<std::string> dra_notes;
 };
 
 class DecisionLog {
@@ -74,9 +98,13 @@ class DecisionLog {
   bool Wants(absl::string_view outcome) const;
   // Writes `decision` when Wants(decision.outcome).
   void Log(const BindDecision& decision) const;
+  // Writes `notes` (event "filter") when it has any and Wants(kFilterNotesOutcome).
+  void Log(const FilterNotes& notes) const;
+  static constexpr absl::string_view kFilterNotesOutcome = "dra_notes";
 
   // The line Log() writes (with the trailing '\n'), at time `now`.
   static std::string FormatLine(const BindDecision& decision, absl::Time now);
+  static std::string FormatLine(const FilterNotes& notes, absl::Time now);
 
  private:
   DecisionLog(std::optional<DecisionLogLevel> level, Sink sink);

@@ -553,16 +553,31 @@ VerbResult ExtenderService::Filter(std::string body) {
     }
   }
 
-  FilterDecision decision = impl_->core.Filter(args->pod, args->names);
+  const DecisionLog& log = impl_->options.decision_log != nullptr ? *impl_->options.decision_log
+                                                                   : DecisionLog::Default();
+  FilterDecision decision =
+      impl_->core.Filter(args->pod, args->names, log.Wants(DecisionLog::kFilterNotesOutcome));
   const std::vector<FitReason>& verdicts = decision.verdicts;
   const PodRequest& request = decision.request;
   std::array<int64_t, kFitReasonCount> reason_counts{};
-  impl_->pending.Remember(std::move(args->pod));
   int passed_count = 0;
   for (FitReason r : verdicts) {
     ++reason_counts[static_cast<size_t>(r)];
     passed_count += r == FitReason::kFits ? 1 : 0;
   }
+  if (!decision.dra_notes.empty()) {
+    FilterNotes notes;
+    notes.pod_namespace = args->pod.namespace_name;
+    notes.pod_name = args->pod.name;
+    notes.pod_uid = args->pod.uid;
+    notes.project = request.project;
+    notes.offering = decision.offering_label;
+    notes.candidates = static_cast<int32_t>(verdicts.size());
+    notes.passed = passed_count;
+    notes.dra_notes = std::move(decision.dra_notes);
+    log.Log(notes);
+  }
+  impl_->pending.Remember(std::move(args->pod));
 
   std::string out = "{\"Nodes\":";
   if (args->nodes_mode) {
@@ -800,6 +815,9 @@ VerbResult ExtenderService::Bind(std::string body) {
 
   const PodClaim claim{pod->Key(), pod->uid, pod->namespace_name, request.project};
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
+  if (log.level() != DecisionLogLevel::kOff) {
+    decision.dra_notes = impl_->core.DraBindNotes(request, target->node);
+  }
   absl::StatusOr<std::string> dra_claim = DraClaimKey(*target, request);
   if (!dra_claim.ok()) {
     return answer(offering_label, "dra_refused", -1,
@@ -1061,7 +1079,7 @@ std::string ExtenderService::DebugStateJson() const {
             w.Key("uuid");
             String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
             w.Key("user_claim");
-            w.Bool(unit.unhealthy);
+            w.Bool(unit.user_claimed);
             if (!no->dra_problem.empty()) {
               w.Key("dra_problem");
               String(w, no->dra_problem);

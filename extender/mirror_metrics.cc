@@ -146,12 +146,12 @@ AuditReport MirrorMetrics::Refresh() {
         const std::string& resource = catalog.Get(no.offering).resource;
         if (!no.inventory_problem.empty()) mismatches[{name, resource}] = no.inventory_problem;
         for (const Unit& unit : no.units) {
-          const char* s = unit.draining || unit.unhealthy ? "draining"
+          const char* s = unit.TakesNoNewHolders() ? "draining"
                           : unit.used == 0         ? "free"
                           : unit.used >= unit.capacity ? "full"
                                                    : "partial";
           units[{resource, s}] += 1;
-          if (!unit.draining && !unit.unhealthy && no.unusable_reason.empty()) {
+          if (!unit.TakesNoNewHolders() && no.unusable_reason.empty()) {
             slots[{resource, ""}] += unit.capacity;
           }
           used[{resource, ""}] += unit.used;

@@ -118,8 +118,55 @@ std::shared_ptr<const CandidateNodes> DecisionCore::LookUp(
   return found;
 }
 
+namespace {
+
+void AddDriftNotes(const ClusterState& state, std::vector<std::string>* notes) {
+  for (const std::string& line : state.DraDrift()) notes->push_back(absl::StrCat("catalog drift: ", line));
+}
+
+// FilterDecision::dra_notes.
+std::vector<std::string> DraFilterNotes(const ClusterState& state, const PodRequest& request,
+                                        const std::vector<const NodeState*>& nodes,
+                                        const FilterOutcome& outcome) {
+  std::vector<std::string> notes;
+  size_t unpredicted = 0;
+  for (const auto& [i, why] : outcome.dra_unpredicted) {
+    if (!outcome.fits[i].fits()) continue;  // the affinity rule refused it after all
+    if (++unpredicted <= DecisionCore::kMaxUnpredictedNotes) {
+      notes.push_back(absl::StrCat(nodes[i]->name, ": no prediction: ", why));
+    }
+  }
+  if (unpredicted > DecisionCore::kMaxUnpredictedNotes) {
+    notes.push_back(absl::StrCat("and ", unpredicted - DecisionCore::kMaxUnpredictedNotes,
+                                 " more node(s) passed with no prediction"));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!outcome.fits[i].fits() || nodes[i] == nullptr) continue;
+    const NodeOffering* no = nodes[i]->Find(request.offering);
+    if (no != nullptr && no->dra) {
+      AddDriftNotes(state, &notes);
+      break;
+    }
+  }
+  return notes;
+}
+
+}  // namespace
+
+std::vector<std::string> DecisionCore::DraBindNotes(const PodRequest& request,
+                                                    absl::string_view node_name) const {
+  std::vector<std::string> notes;
+  mirror_->Read([&](const ClusterState& state) {
+    if (!state.options().dra || !request.interested()) return;
+    const NodeState* node = state.FindNode(node_name);
+    const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
+    if (no != nullptr && no->dra) AddDriftNotes(state, &notes);
+  });
+  return notes;
+}
+
 FilterDecision DecisionCore::Filter(const PodObject& pod,
-                                    const std::vector<absl::string_view>& names) {
+                                    const std::vector<absl::string_view>& names, bool dra_notes) {
   FilterDecision d;
   d.verdicts.assign(names.size(), FitReason::kFits);
   mirror_->Read([&](const ClusterState& state) {
@@ -132,6 +179,9 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
         FilterNodes(state, d.request, candidates->nodes, candidates->slots, [](size_t) {});
     d.spill_outside_candidates = outcome.spill_outside_candidates;
     for (size_t i = 0; i < d.verdicts.size(); ++i) d.verdicts[i] = outcome.fits[i].reason;
+    if (dra_notes && state.options().dra) {
+      d.dra_notes = DraFilterNotes(state, d.request, candidates->nodes, outcome);
+    }
   });
   // Filter sees every pod kube-scheduler considers, fitting or not: what a learning policy
   // learns the expected mix of tasks from.

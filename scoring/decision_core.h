@@ -48,6 +48,11 @@ struct FilterDecision {
   std::vector<FitReason> verdicts;
   // Time-sliced only: the project owns units with free tickets on none of the candidates.
   bool spill_outside_candidates = false;
+  // DRA mode, with Filter's `dra_notes` (the decision log's, DraFilterNotes): passing nodes
+  // of a shared offering with no prediction of the allocator's pick ("<node>: no prediction:
+  // <why>", at most kMaxUnpredictedNotes of them, then one line counting the rest), and
+  // "catalog drift: <disagreement>" per DraState::Drift line while a DRA-backed node passed.
+  std::vector<std::string> dra_notes;
 };
 
 // Why Reserve refused, as bind's metrics count it.
@@ -115,7 +120,15 @@ class DecisionCore {
   Resolved Resolve(const PodObject& pod) const;
 
   // filter: the verdict per candidate name (FilterNodes over the looked-up candidates).
-  FilterDecision Filter(const PodObject& pod, const std::vector<absl::string_view>& names);
+  // `dra_notes`: also fill FilterDecision::dra_notes (when the decision log will write them).
+  FilterDecision Filter(const PodObject& pod, const std::vector<absl::string_view>& names,
+                        bool dra_notes = false);
+  static constexpr size_t kMaxUnpredictedNotes = 10;
+
+  // The decision log's notes for a bind of `request` on `node_name` (BindDecision::dra_notes):
+  // "catalog drift: <disagreement>" per DraState::Drift line when the node's offering is
+  // DRA-backed; empty otherwise.
+  std::vector<std::string> DraBindNotes(const PodRequest& request, absl::string_view node_name) const;
 
   // prioritize: 0..10 per candidate name, 0 where filter fails. The policy scores a node
   // from its room row (ClusterState::RoomRows) where it can, else from the node. With

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "state/quota_charge.h"
 #include "state/unit_rules.h"
 
@@ -140,7 +141,7 @@ UnitView ViewUnit(const ClusterState& state, const Unit& unit, const Evictions& 
     }
   }
   if (v.mixed) v.owner = kNoProject;
-  const int64_t free = unit.draining || unit.unhealthy ? 0 : int64_t{unit.capacity} - used;
+  const int64_t free = unit.TakesNoNewHolders() ? 0 : int64_t{unit.capacity} - used;
   v.free = static_cast<int32_t>(std::max<int64_t>(0, free));
   return v;
 }
@@ -414,25 +415,32 @@ bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId pro
 }
 
 FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offering,
-                              ProjectId project, const NodeState* node) {
+                              ProjectId project, const NodeState* node,
+                              std::string* no_prediction) {
   const NodeOffering* no = node != nullptr ? node->Find(offering.id) : nullptr;
   if (no == nullptr || !no->dra) return FitReason::kFits;
   const DraDeviceClass* cls = state.dra().ClassForResource(offering.resource);
-  if (cls == nullptr) return FitReason::kFits;
+  if (cls == nullptr) {
+    if (no_prediction != nullptr) *no_prediction = absl::StrCat("no DeviceClass maps ", offering.resource);
+    return FitReason::kFits;
+  }
   const DraPrediction p =
       state.dra().PredictExtendedResourcePick(cls->name, node->name, 1, DraPredictOptions{});
   // No prediction (the walk is not deterministic or not modelled): not guessed; the node
   // passes and bind checks the device the allocator really picked.
-  if (p.kind == DraPrediction::kNoPrediction) return FitReason::kFits;
+  if (p.kind == DraPrediction::kNoPrediction) {
+    if (no_prediction != nullptr) *no_prediction = p.reason;
+    return FitReason::kFits;
+  }
   if (p.kind == DraPrediction::kNoDevice) return FitReason::kNoFreeUnit;
   for (const DraDeviceId& id : p.devices) {
     const std::string device = id.ToString();
     for (size_t i = 0; i < no->unit_devices.size() && i < no->units.size(); ++i) {
       if (no->unit_devices[i] != device) continue;
       const Unit& unit = no->units[i];
-      // A user-made claim's device (Unit::unhealthy), or holders of another project or of
-      // several (owner kNoProject with holders).
-      if (unit.unhealthy || (!unit.Empty() && unit.owner != project)) {
+      // A user-made claim's device (Unit::user_claimed), or holders of another project or
+      // of several (owner kNoProject with holders).
+      if (unit.user_claimed || (!unit.Empty() && unit.owner != project)) {
         return FitReason::kDraDeviceOfOtherProject;
       }
     }
@@ -503,7 +511,9 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
       v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     }
     if (dra_shared && v.reason == FitReason::kFits) {
-      v.reason = DraPredictedVerdict(state, offering, project, nodes[i]);
+      std::string why;
+      v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);
+      if (!why.empty()) out.dra_unpredicted.emplace_back(i, std::move(why));
     }
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;

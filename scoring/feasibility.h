@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -79,10 +80,12 @@ NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const No
 // DRA mode, for a shared offering on a DRA node (NodeOffering::dra): kDraDeviceOfOtherProject
 // when the allocator's predicted first fit (one device) holds another project's pods or a
 // user-made claim; kNoFreeUnit when the model predicts no device fits; kFits otherwise, and
-// where the walk cannot be predicted (bind verifies the device then). FilterNodes applies it
-// to the nodes that pass.
+// where the walk cannot be predicted (bind verifies the device then), with the reason in
+// `no_prediction` (when given; left alone otherwise). FilterNodes applies it to the nodes
+// that pass.
 FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offering,
-                              ProjectId project, const NodeState* node);
+                              ProjectId project, const NodeState* node,
+                              std::string* no_prediction = nullptr);
 
 // Filter over the candidate list: CheckNode per node, then the cross-node affinity rule (I3):
 // for a time-sliced request, when some candidate node has a unit owned by the project with a
@@ -93,6 +96,9 @@ struct FilterOutcome {
   // Time-sliced only: the project owns units with free tickets, but on none of the candidates
   // (so a passing node opens a new unit: an affinity spill, counted in metrics).
   bool spill_outside_candidates = false;
+  // DRA mode, shared offerings: the candidates (index into `nodes`) that DraPredictedVerdict
+  // passed with no prediction, and why. The affinity rule may still refuse them (`fits`).
+  std::vector<std::pair<size_t, std::string>> dra_unpredicted;
 };
 FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
                           const std::vector<const NodeState*>& nodes);

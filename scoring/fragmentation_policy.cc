@@ -80,7 +80,7 @@ bool ProductOk(const std::vector<std::string>& products, absl::string_view produ
 
 // Free amount of one unit as the fragmentation model counts it.
 int32_t ModelFree(const Unit& unit, Sharing sharing) {
-  if (unit.draining || unit.unhealthy) return 0;
+  if (unit.TakesNoNewHolders()) return 0;
   switch (sharing) {
     case Sharing::kExclusive:
       return unit.Empty() && unit.Free() >= 1 ? 1 : 0;
@@ -135,7 +135,7 @@ struct FragmentationModel::Impl {
       const OfferingId twin = twin_of[static_cast<size_t>(no.offering)];
       const bool secondary = twin != kNoOffering && !twin_primary[static_cast<size_t>(no.offering)];
       for (const Unit& unit : no.units) {
-        if (unit.draining || unit.unhealthy) continue;
+        if (unit.TakesNoNewHolders()) continue;
         const int32_t free = ModelFree(unit, o.sharing);
         const int32_t cap = o.sharing == Sharing::kExclusive ? 1 : std::max(1, unit.capacity);
         if (secondary) {

@@ -42,6 +42,8 @@ class Auditor {
     CheckUnits();
     CheckUsageAndQuota();
     CheckHostView();
+    // DRA mode: the DRA model's per-node indexes against a recount of its objects.
+    for (const std::string& p : s_.dra_.CheckIndexes()) Problem("DRA index: ", p);
     return std::move(report_);
   }
 

@@ -91,13 +91,16 @@ struct Unit {
   ProjectId owner = kNoProject;
   bool draining = false;  // beyond the node's advertised count: keeps holders, takes no new
   // The node agent's published inventory (when trusted, NodeOffering::inventory_problem
-  // empty) says the device is unhealthy, or (a DRA-backed offering) a user-made
-  // ResourceClaim holds the device, not a pod the mirror charges: keeps holders, takes no new
-  // ones. (One flag: every reader must treat both alike, "no new holders".)
+  // empty) says the device is unhealthy: keeps holders, takes no new ones. Health only.
   bool unhealthy = false;
+  // A DRA-backed offering: a user-made ResourceClaim holds the device, not a pod the mirror
+  // charges: keeps holders, takes no new ones.
+  bool user_claimed = false;
   std::vector<Holding> holders;
 
-  int32_t Free() const { return draining || unhealthy || used >= capacity ? 0 : capacity - used; }
+  // Draining, unhealthy or user-claimed: whatever its room, nothing new lands here.
+  bool TakesNoNewHolders() const { return draining || unhealthy || user_claimed; }
+  int32_t Free() const { return TakesNoNewHolders() || used >= capacity ? 0 : capacity - used; }
   bool Empty() const { return holders.empty(); }
 };
 

@@ -3,12 +3,15 @@
 // they change in the rest of the state:
 //  * nodes: a DRA object may change which offerings of a node are DRA-backed and their units
 //    (node_units.cc derives them), so the nodes it may affect are derived again from their
-//    last Node objects: a class change touches every node, a slice or claim its node;
+//    last Node objects: a class change touches every node, a node-local slice its node (before
+//    and after an update), a cluster-wide slice every node, a claim the nodes whose slices
+//    hold its devices (before and after);
 //  * pods: a pod bound without our annotation (charged) on a DRA-backed offering is charged
 //    the devices its allocated claims hold, as soon as the mirror has those claims (the claim
 //    and pod watches are separate streams: either may come first).
 // Everything is a no-op unless MirrorOptions::dra.
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,30 +31,40 @@ void ClusterState::RemoveDeviceClass(absl::string_view name) {
   RederiveDraNodes("");
 }
 
+namespace {
+// The node a slice's devices serve, "" when it may serve any node (allNodes, node selectors).
+std::string SliceNode(const DraResourceSlice* s) {
+  if (s == nullptr || s->all_nodes || s->node_selector || s->per_device_node_selection) return "";
+  return s->node_name;
+}
+}  // namespace
+
 void ClusterState::ApplyResourceSlice(DraResourceSlice s) {
   if (!options_.dra) return;
-  // A node-local slice changes its node only; the others (node selectors, all nodes) may
-  // change any node.
-  const std::string node = s.node_name;
+  // A node-local slice changes its node only (and the node it named before, when an update
+  // moves it); the others (node selectors, all nodes) may change any node.
+  const DraResourceSlice* before = dra_.ResourceSlice(s.name);
+  const std::string old_node = before != nullptr ? SliceNode(before) : SliceNode(&s);
+  const std::string node = SliceNode(&s);
   dra_.UpsertResourceSlice(std::move(s));
+  if (node.empty() || old_node.empty()) {
+    RederiveDraNodes("");
+    return;
+  }
   RederiveDraNodes(node);
+  if (old_node != node) RederiveDraNodes(old_node);
 }
 
 void ClusterState::RemoveResourceSlice(absl::string_view name) {
-  if (!options_.dra || !dra_.RemoveResourceSlice(name)) return;
-  // The removed slice's node is not kept: derive every node (slices are removed rarely: a
-  // driver restart or a node's removal).
-  RederiveDraNodes("");
+  if (!options_.dra) return;
+  const DraResourceSlice* s = dra_.ResourceSlice(name);
+  if (s == nullptr) return;
+  const std::string node = SliceNode(s);
+  dra_.RemoveResourceSlice(name);
+  RederiveDraNodes(node);  // "" (a cluster-wide slice): every node
 }
 
 namespace {
-// The nodes whose units or charged pods a claim may change: its allocation's node, "" for any
-// node (an allocation without the allocator's single-node selector), nothing when it holds
-// nothing.
-std::vector<std::string> ClaimNodes(const DraResourceClaim* c) {
-  if (c == nullptr || !c->allocated) return {};
-  return {c->allocation_node};
-}
 
 // The offering's unit indexes whose device is `device` (DRA units are named by device).
 void AddUnitsOfDevice(const NodeOffering& no, const std::string& device, std::vector<int32_t>* out) {
@@ -72,8 +85,13 @@ void ClusterState::ApplyResourceClaim(DraResourceClaim c) {
   // Before and after: a user-made claim's devices take no new holders (node_units.cc), a pod's
   // claim moves its charge (RechargeDraPods). A pending claim (most user claims at first)
   // changes nothing.
-  std::vector<std::string> nodes = ClaimNodes(dra_.ResourceClaim(c.Key()));
-  for (std::string& n : ClaimNodes(&c)) nodes.push_back(std::move(n));
+  // The nodes whose units or charged pods it may change: those whose slices hold the devices
+  // it held and holds (DraState::NodesOfClaim), whatever node its allocation names.
+  std::vector<std::string> nodes;
+  if (const DraResourceClaim* before = dra_.ResourceClaim(c.Key()); before != nullptr) {
+    nodes = dra_.NodesOfClaim(*before);
+  }
+  for (std::string& n : dra_.NodesOfClaim(c)) nodes.push_back(std::move(n));
   dra_.UpsertResourceClaim(std::move(c));
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
@@ -86,9 +104,15 @@ void ClusterState::ApplyResourceClaim(DraResourceClaim c) {
 
 void ClusterState::RemoveResourceClaim(absl::string_view key) {
   if (!options_.dra) return;
-  std::vector<std::string> nodes = ClaimNodes(dra_.ResourceClaim(key));
-  if (!dra_.RemoveResourceClaim(key)) return;
-  for (const std::string& n : nodes) RederiveDraNodes(n.empty() ? absl::string_view() : n);
+  const DraResourceClaim* c = dra_.ResourceClaim(key);
+  if (c == nullptr) return;
+  const std::vector<std::string> nodes = dra_.NodesOfClaim(*c);
+  dra_.RemoveResourceClaim(key);
+  if (!nodes.empty() && nodes.front().empty()) {
+    RederiveDraNodes("");
+    return;
+  }
+  for (const std::string& n : nodes) RederiveDraNodes(n);
 }
 
 void ClusterState::ReplaceDra(const DraObjectBatch& batch) {
@@ -117,9 +141,9 @@ std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,
                                                    absl::string_view pod_uid) const {
   std::vector<int32_t> out;
   if (!no.dra || pod_uid.empty()) return out;
-  // HoldersOn scans the mirrored claims: called for pods bound on DRA-backed offerings and
-  // once per bind there. A terminating claim (a failed attempt's, being deleted) holds
-  // nothing of the pod's.
+  // HoldersOn reads the node's claims (DraState's per-node indexes): called for pods bound on
+  // DRA-backed offerings and once per bind there. A terminating claim (a failed attempt's,
+  // being deleted) holds nothing of the pod's.
   for (const DraHolder& h : dra_.HoldersOn(node)) {
     if (h.pod_uid != pod_uid) continue;
     const DraResourceClaim* c = dra_.ResourceClaim(h.claim_key);
@@ -192,9 +216,28 @@ void ClusterState::RederiveDraNodes(absl::string_view node) {
 void ClusterState::RechargeDraPods(absl::string_view node) {
   // Bound pods whose claims name other units than they hold (claims seen after the pod, or
   // units re-derived in another order): move them onto exactly those devices. Reservations of
-  // binds in flight stay as reserved (their bind compares them).
+  // binds in flight stay as reserved (their bind compares them). For one node, only the
+  // holders of its DRA-backed units are read (a pod with no unit there has nothing to move).
+  std::vector<const std::pair<const std::string, PodRecord>*> candidates;
+  if (node.empty()) {
+    for (const auto& entry : pods_) candidates.push_back(&entry);
+  } else if (const NodeState* n = FindNode(node); n != nullptr) {
+    std::set<absl::string_view> seen;
+    for (const NodeOffering& no : n->offerings) {
+      if (!no.dra) continue;
+      for (const Unit& u : no.units) {
+        for (const Holding& h : u.holders) {
+          if (!seen.insert(h.pod_id).second) continue;
+          auto it = pods_.find(h.pod_id);
+          if (it != pods_.end()) candidates.push_back(&*it);
+        }
+      }
+    }
+  }
   std::vector<std::pair<std::string, std::vector<int32_t>>> moves;
-  for (const auto& [id, rec] : pods_) {
+  for (const auto* entry : candidates) {
+    const std::string& id = entry->first;
+    const PodRecord& rec = entry->second;
     if (rec.source == HoldingSource::kReserved) continue;
     if (!node.empty() && rec.assignment.node != node) continue;
     const NodeState* n = FindNode(rec.assignment.node);

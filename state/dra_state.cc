@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -249,24 +250,154 @@ bool DraState::RemoveDeviceClass(absl::string_view name) {
   return true;
 }
 void DraState::UpsertResourceSlice(DraResourceSlice s) {
-  std::string name = s.name;
-  slices_.insert_or_assign(std::move(name), std::move(s));
+  auto it = slices_.find(s.name);
+  if (it != slices_.end()) {
+    IndexSlice(it->second, false);
+    it->second = std::move(s);
+  } else {
+    std::string name = s.name;
+    it = slices_.emplace(std::move(name), std::move(s)).first;
+  }
+  IndexSlice(it->second, true);
 }
 bool DraState::RemoveResourceSlice(absl::string_view name) {
   auto it = slices_.find(name);
   if (it == slices_.end()) return false;
+  IndexSlice(it->second, false);
   slices_.erase(it);
   return true;
 }
 void DraState::UpsertResourceClaim(DraResourceClaim c) {
   std::string key = c.Key();
-  claims_.insert_or_assign(std::move(key), std::move(c));
+  auto it = claims_.find(key);
+  if (it != claims_.end()) {
+    IndexClaim(it->first, it->second, false);
+    it->second = std::move(c);
+  } else {
+    it = claims_.emplace(std::move(key), std::move(c)).first;
+  }
+  IndexClaim(it->first, it->second, true);
 }
 bool DraState::RemoveResourceClaim(absl::string_view key) {
   auto it = claims_.find(key);
   if (it == claims_.end()) return false;
+  IndexClaim(it->first, it->second, false);
   claims_.erase(it);
   return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Indexes (dra_state.h says what each holds)
+
+void DraState::IndexSlice(const DraResourceSlice& s, bool add) {
+  const Pool pool{s.driver, s.pool_name};
+  if (add) {
+    pool_slices_[pool].insert(s.name);
+  } else if (auto it = pool_slices_.find(pool); it != pool_slices_.end()) {
+    it->second.erase(s.name);
+    if (it->second.empty()) pool_slices_.erase(it);
+  }
+  if (ClusterWide(s)) {
+    if (add) {
+      cluster_slices_.insert(s.name);
+    } else {
+      cluster_slices_.erase(s.name);
+    }
+    return;
+  }
+  if (add) {
+    node_slices_[s.node_name].insert(s.name);
+    return;
+  }
+  auto it = node_slices_.find(s.node_name);
+  if (it == node_slices_.end()) return;
+  it->second.erase(s.name);
+  if (it->second.empty()) node_slices_.erase(it);
+}
+
+void DraState::IndexClaim(const std::string& key, const DraResourceClaim& c, bool add) {
+  if (!c.allocated) return;
+  for (const DraAllocationResult& r : c.results) {
+    if (r.admin_access) continue;  // holds nothing
+    Pool pool{r.driver, r.pool};
+    if (add) {
+      pool_claims_[std::move(pool)].insert(key);
+      continue;
+    }
+    auto it = pool_claims_.find(pool);
+    if (it == pool_claims_.end()) continue;
+    it->second.erase(key);
+    if (it->second.empty()) pool_claims_.erase(it);
+  }
+}
+
+std::vector<std::string> DraState::CheckIndexes() const {
+  DraState recount;
+  for (const auto& [name, s] : slices_) recount.IndexSlice(s, true);
+  for (const auto& [key, c] : claims_) recount.IndexClaim(key, c, true);
+  std::vector<std::string> out;
+  auto compare = [&](const auto& have, const auto& want, absl::string_view what,
+                     const auto& name_of) {
+    for (const auto& [k, v] : want) {
+      auto it = have.find(k);
+      if (it == have.end() || it->second != v) {
+        out.push_back(absl::StrCat(what, " ", name_of(k), ": indexed {",
+                                   it == have.end() ? "" : absl::StrJoin(it->second, ","),
+                                   "}, objects say {", absl::StrJoin(v, ","), "}"));
+      }
+    }
+    for (const auto& [k, v] : have) {
+      if (want.count(k) == 0) {
+        out.push_back(absl::StrCat(what, " ", name_of(k), ": indexed {", absl::StrJoin(v, ","),
+                                   "}, objects say nothing"));
+      }
+    }
+  };
+  compare(node_slices_, recount.node_slices_, "node", [](const std::string& n) { return n; });
+  compare(std::map<int, SliceNames>{{0, cluster_slices_}},
+          std::map<int, SliceNames>{{0, recount.cluster_slices_}}, "cluster-wide", [](int) {
+            return std::string("slices");
+          });
+  auto pool_name = [](const Pool& p) { return absl::StrCat(p.first, "/", p.second); };
+  compare(pool_slices_, recount.pool_slices_, "slices of pool", pool_name);
+  compare(pool_claims_, recount.pool_claims_, "claims of pool", pool_name);
+  return out;
+}
+
+std::vector<std::string> DraState::NodesOfClaim(const DraResourceClaim& c) const {
+  std::set<std::string> nodes;
+  if (!c.allocated) return {};
+  for (const DraAllocationResult& r : c.results) {
+    if (r.admin_access) continue;
+    auto pool = pool_slices_.find(Pool{r.driver, r.pool});
+    if (pool == pool_slices_.end()) continue;
+    for (const std::string& name : pool->second) {
+      auto s = slices_.find(name);
+      if (s == slices_.end()) continue;  // never (CheckIndexes)
+      if (ClusterWide(s->second)) return {""};
+      nodes.insert(s->second.node_name);
+    }
+  }
+  return {nodes.begin(), nodes.end()};
+}
+
+std::vector<const std::pair<const std::string, DraResourceClaim>*> DraState::ClaimsInPools(
+    const std::vector<PoolDevice>& walk) const {
+  std::set<Pool> pools;
+  for (const PoolDevice& pd : walk) pools.insert({pd.slice->driver, pd.slice->pool_name});
+  std::set<absl::string_view> keys;
+  for (const Pool& pool : pools) {
+    auto it = pool_claims_.find(pool);
+    if (it == pool_claims_.end()) continue;
+    keys.insert(it->second.begin(), it->second.end());
+  }
+  std::vector<const std::pair<const std::string, DraResourceClaim>*> out;
+  out.reserve(keys.size());
+  for (absl::string_view key : keys) {
+    auto it = claims_.find(key);
+    if (it != claims_.end()) out.push_back(&*it);  // always (CheckIndexes)
+  }
+  return out;
 }
 
 const DraDeviceClass* DraState::DeviceClass(absl::string_view name) const {
@@ -316,9 +447,21 @@ absl::StatusOr<std::vector<DraSelector>> DraState::ClassSelectors(const DraDevic
 std::vector<DraState::PoolDevice> DraState::WalkNode(absl::string_view node,
                                                      std::vector<std::string>* problems,
                                                      bool* unmodelled) const {
-  // (driver, pool) -> its slices that may serve this node.
+  // (driver, pool) -> its slices that may serve this node: the node's own and the
+  // cluster-wide ones, merged in name order (the order of slices_).
+  std::vector<absl::string_view> names;
+  auto own = node_slices_.find(node);
+  if (own != node_slices_.end()) {
+    std::merge(own->second.begin(), own->second.end(), cluster_slices_.begin(),
+               cluster_slices_.end(), std::back_inserter(names));
+  } else {
+    names.assign(cluster_slices_.begin(), cluster_slices_.end());
+  }
   std::map<std::pair<std::string, std::string>, std::vector<const DraResourceSlice*>> pools;
-  for (const auto& [name, s] : slices_) {
+  for (absl::string_view name : names) {
+    auto found = slices_.find(name);
+    if (found == slices_.end()) continue;  // never (CheckIndexes)
+    const DraResourceSlice& s = found->second;
     if (s.node_selector || s.per_device_node_selection) {
       // Node selectors need the Node's labels and fields: not modelled, so any walk that
       // might include these devices is not predicted.
@@ -326,7 +469,6 @@ std::vector<DraState::PoolDevice> DraState::WalkNode(absl::string_view node,
       problems->push_back(absl::StrCat("slice ", name, ": node selection by selector is not modelled"));
       continue;
     }
-    if (s.node_name != node && !s.all_nodes) continue;
     pools[{s.driver, s.pool_name}].push_back(&s);
   }
   std::vector<PoolDevice> out;
@@ -337,7 +479,7 @@ std::vector<DraState::PoolDevice> DraState::WalkNode(absl::string_view node,
     for (const DraResourceSlice* s : slices) {
       if (s->pool_generation == generation) current.push_back(s);
     }
-    // slices_ iterates by name, so `current` is already in metadata.name order.
+    // `names` is in name order, so `current` is already in metadata.name order.
     const int64_t want = current.front()->resource_slice_count;
     bool valid = true;
     for (const DraResourceSlice* s : current) valid = valid && s->resource_slice_count == want;
@@ -430,13 +572,15 @@ DraNodeUnits DraState::UnitsOf(absl::string_view class_name, absl::string_view n
 std::vector<DraHolder> DraState::HoldersOn(absl::string_view node) const {
   std::vector<std::string> problems;
   bool unmodelled = false;
+  const std::vector<PoolDevice> walk = WalkNode(node, &problems, &unmodelled);
   std::set<DraDeviceId> on_node;
-  for (const PoolDevice& pd : WalkNode(node, &problems, &unmodelled)) {
+  for (const PoolDevice& pd : walk) {
     on_node.insert({pd.slice->driver, pd.slice->pool_name, pd.device->name});
   }
   std::vector<DraHolder> out;
-  for (const auto& [key, c] : claims_) {
-    if (!c.allocated) continue;
+  for (const auto* entry : ClaimsInPools(walk)) {
+    const std::string& key = entry->first;
+    const DraResourceClaim& c = entry->second;
     for (const DraAllocationResult& r : c.results) {
       if (r.admin_access) continue;
       DraDeviceId id{r.driver, r.pool, r.device};
@@ -503,9 +647,8 @@ DraPrediction DraState::PredictExtendedResourcePick(absl::string_view class_name
   // capacity, or by hand): how much of a shared device they take is unknown.
   std::set<DraDeviceId> unmetered;
   std::map<DraDeviceId, std::map<std::string, int64_t>> consumed;
-  for (const auto& [key, claim] : claims_) {
-    if (!claim.allocated) continue;
-    for (const DraAllocationResult& r : claim.results) {
+  for (const auto* entry : ClaimsInPools(walk)) {
+    for (const DraAllocationResult& r : entry->second.results) {
       if (r.admin_access) continue;  // admin access does not mark a device in use
       DraDeviceId id{r.driver, r.pool, r.device};
       in_use.insert(id);

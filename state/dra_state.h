@@ -16,6 +16,10 @@
 //    prediction" where the walk is not deterministic or not modelled.
 //  * Drift between the catalog and the mirrored DeviceClasses.
 //
+// Cost: a node's lookups (units, holders, prediction) read that node's slices, the
+// cluster-wide slices and the allocated claims in its pools, through per-node indexes kept on
+// every upsert and removal, never every mirrored object.
+//
 // Thread-safety: DraSelector is immutable and thread-safe. DraState is not synchronized: it is
 // meant to live inside ClusterState and be used only under ClusterState's lock (writers
 // exclusive, const readers shared). Nothing here blocks or allocates without bound: inputs
@@ -25,8 +29,10 @@
 
 #include <cstdint>
 #include <map>
-#include <tuple>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -156,6 +162,10 @@ class DraState {
   bool RemoveResourceClaim(absl::string_view key);  // namespace/name
 
   const DraDeviceClass* DeviceClass(absl::string_view name) const;
+  const DraResourceSlice* ResourceSlice(absl::string_view name) const {
+    auto it = slices_.find(name);
+    return it == slices_.end() ? nullptr : &it->second;
+  }
   const DraResourceClaim* ResourceClaim(absl::string_view key) const {  // namespace/name
     auto it = claims_.find(key);
     return it == claims_.end() ? nullptr : &it->second;
@@ -195,6 +205,16 @@ class DraState {
   // catalog says '1g.5gb'`.
   std::vector<std::string> Drift(const Catalog& catalog) const;
 
+  // The nodes whose walks read a device that the claim's results (not admin access) name:
+  // the nodeName of every slice of those pools, in name order; {""} (any node) when one of
+  // them is cluster-wide; none when no slice of those pools is mirrored (no walk reads them).
+  // From the indexes: O(slices of those pools).
+  std::vector<std::string> NodesOfClaim(const DraResourceClaim& c) const;
+
+  // The per-node indexes recounted from the mirrored objects: one line per entry that is
+  // missing or stale (empty when they agree). Tests and ClusterState::Audit call it.
+  std::vector<std::string> CheckIndexes() const;
+
   size_t device_class_count() const { return classes_.size(); }
   size_t resource_slice_count() const { return slices_.size(); }
   size_t resource_claim_count() const { return claims_.size(); }
@@ -204,15 +224,48 @@ class DraState {
     const DraResourceSlice* slice;
     const DraDevice* device;
   };
-  // The node's complete pools' devices in walk order; problems appended.
+  using Pool = std::pair<std::string, std::string>;  // (driver, pool name)
+  using SliceNames = std::set<std::string, std::less<>>;
+
+  // The node's complete pools' devices in walk order; problems appended. Reads the node's
+  // slices and the cluster-wide ones through the indexes: O(slices the walk reads).
   std::vector<PoolDevice> WalkNode(absl::string_view node, std::vector<std::string>* problems,
                                    bool* unmodelled) const;
+  // The allocated claims with a result in one of the pools of `walk`, in claim-key order:
+  // every claim that may hold one of its devices.
+  std::vector<const std::pair<const std::string, DraResourceClaim>*> ClaimsInPools(
+      const std::vector<PoolDevice>& walk) const;
   // The class's selectors parsed, or the reason they are not understood.
   absl::StatusOr<std::vector<DraSelector>> ClassSelectors(const DraDeviceClass& c) const;
+
+  // Adds or drops one object's index entries (the object as it is stored).
+  void IndexSlice(const DraResourceSlice& s, bool add);
+  void IndexClaim(const std::string& key, const DraResourceClaim& c, bool add);
+  // Whether every node's walk reads the slice (not only its nodeName's).
+  static bool ClusterWide(const DraResourceSlice& s) {
+    return s.all_nodes || s.node_selector || s.per_device_node_selection;
+  }
 
   std::map<std::string, DraDeviceClass, std::less<>> classes_;
   std::map<std::string, DraResourceSlice, std::less<>> slices_;
   std::map<std::string, DraResourceClaim, std::less<>> claims_;
+
+  // ---- indexes, by name (never by pointer: a copied or moved DraState stays exact). Kept in
+  // step with slices_ and claims_ by the Upsert*/Remove* functions alone: an object's entries
+  // are dropped as it was before it is replaced or removed, and added as it is after. A relist
+  // builds a fresh DraState the same way (ClusterState::ReplaceDra). CheckIndexes recounts.
+  //
+  // spec.nodeName -> the names of the slices that name that node (nodeName set, none of the
+  // cluster-wide fields).
+  std::map<std::string, SliceNames, std::less<>> node_slices_;
+  // The names of the slices every node's walk reads: allNodes (devices of every node), and
+  // nodeSelector / perDeviceNodeSelection (not modelled: reported on every node).
+  SliceNames cluster_slices_;
+  // (driver, pool) -> the names of its slices, wherever they are.
+  std::map<Pool, SliceNames> pool_slices_;
+  // (driver, pool) -> the keys of the allocated claims with a result in that pool that is not
+  // admin access (what HoldersOn and the prediction count), whatever node the pool is on.
+  std::map<Pool, std::set<std::string, std::less<>>> pool_claims_;
 };
 
 }  // namespace gse

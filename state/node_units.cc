@@ -516,6 +516,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     no.unit_uuids.clear();
     for (size_t i = 0; i < no.units.size(); ++i) {
       no.units[i].unhealthy = i < o.published.size() && !o.published[i].healthy;
+      no.units[i].user_claimed = false;  // DRA-backed units: set below
     }
     for (const PublishedUnit& u : o.published) no.unit_uuids.push_back(u.uuid);
     no.inventory_problem = o.inventory_problem;
@@ -525,7 +526,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     for (size_t i = 0; i < o.dra_units.size(); ++i) {
       no.unit_devices.push_back(o.dra_units[i].id.ToString());
       no.unit_uuids.push_back(o.dra_units[i].uuid);
-      no.units[i].unhealthy = o.dra_user_claimed[i];
+      no.units[i].user_claimed = o.dra_user_claimed[i];
     }
     node.offerings.push_back(std::move(no));
   }

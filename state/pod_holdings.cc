@@ -353,7 +353,7 @@ Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId o
     std::vector<std::pair<int, int32_t>> ranked;
     ranked.reserve(no->units.size());
     for (const Unit& u : no->units) {
-      int rank = u.draining || u.unhealthy ? 3 : u.Empty() ? 0 : u.owner == project ? 1 : 2;
+      int rank = u.TakesNoNewHolders() ? 3 : u.Empty() ? 0 : u.owner == project ? 1 : 2;
       ranked.emplace_back(rank, u.index);
     }
     std::sort(ranked.begin(), ranked.end());

@@ -113,10 +113,13 @@ absl::Status ClusterState::CheckUnitsExist(const PodClaim& claim, const Assignme
     if (no->units[static_cast<size_t>(index)].draining) {
       return fail("unit ", UnitId(a.node, offering.resource, index), " is draining");
     }
+    if (no->units[static_cast<size_t>(index)].user_claimed) {
+      return fail("unit ", UnitId(a.node, offering.resource, index),
+                  " is held by a user-made ResourceClaim (DRA)");
+    }
     if (no->units[static_cast<size_t>(index)].unhealthy) {
       return fail("unit ", UnitId(a.node, offering.resource, index),
-                  no->dra ? " is held by a user-made ResourceClaim (DRA)"
-                          : " is unhealthy (the node agent's inventory says so)");
+                  " is unhealthy (the node agent's inventory says so)");
     }
   }
   switch (offering.sharing) {

@@ -108,7 +108,7 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
   for (const Unit& unit : no.units) {
     const int32_t free = unit.Free();
     s.max_free = std::max(s.max_free, free);
-    if (!unit.draining && !unit.unhealthy) {
+    if (!unit.TakesNoNewHolders()) {
       ++s.live_units;
       s.live_capacity += unit.capacity;
     }

@@ -2,9 +2,12 @@
 // (shared/protocol/dra/): the per-node rule in a mixed cluster, DRA-backed units named by
 // device and UUID in walk order, charged pods moved onto their claims' devices whichever of
 // pod and claim comes first, user-made claims blocking their devices, a DeviceClass edited
-// under the state, quotas in units across both kinds, and a relist that keeps the DRA objects.
+// under the state, quotas in units across both kinds, a relist that keeps the DRA objects, and
+// random object changes that leave every node as a fresh derivation would (the re-derivation
+// reaches exactly the nodes a change may touch).
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "state/dra_objects.h"
 #include "state/mirror.h"
 #include "tests/testing/dra_fixtures.h"
+#include "tests/testing/dra_random.h"
 #include "testsupport/paths.h"
 
 namespace gse {
@@ -195,13 +199,16 @@ TEST(ClusterStateDra, UserClaimBlocksItsDevice) {
   ApplyClaim(s, user);
   const NodeOffering* no = MigOn(s, kDraNode);
   ASSERT_NE(no, nullptr);
-  EXPECT_TRUE(no->units[0].unhealthy);  // 19-3: no new holders
+  EXPECT_TRUE(no->units[0].user_claimed);  // 19-3: no new holders
+  EXPECT_FALSE(no->units[0].unhealthy);    // health is another matter
+  EXPECT_TRUE(no->units[0].TakesNoNewHolders());
   EXPECT_EQ(no->units[0].Free(), 0);
-  EXPECT_FALSE(no->units[1].unhealthy);
+  EXPECT_FALSE(no->units[1].user_claimed);
   EXPECT_EQ(no->summary.empty_units, 6);
   // Its removal frees the device.
   s.RemoveResourceClaim("ml-team/cuda-infer-7d9f8b6c5-x2lqp-extended-resources-k7m2q");
-  EXPECT_FALSE(MigOn(s, kDraNode)->units[0].unhealthy);
+  EXPECT_FALSE(MigOn(s, kDraNode)->units[0].user_claimed);
+  EXPECT_EQ(MigOn(s, kDraNode)->units[0].Free(), 1);
   EXPECT_TRUE(s.Audit().problems.empty());
 }
 
@@ -297,6 +304,78 @@ TEST(ClusterStateDra, RelistKeepsOrReplacesDraObjects) {
     return no != nullptr && no->advertised_units == 0 && !no->units.empty() &&
            no->units[0].draining;
   }));
+}
+
+// The fact sheet class's offering on `node` as the mirror derived it: what a stale index or a
+// change that missed the node would leave wrong.
+std::string DescribeMig(const ClusterState& s, const std::string& node) {
+  const NodeOffering* no = MigOn(s, node);
+  if (no == nullptr) return "none";
+  std::string out = absl::StrCat(no->dra, " ", no->advertised_units, " '", no->unusable_reason,
+                                 "' '", no->dra_problem, "'");
+  for (size_t i = 0; i < no->units.size(); ++i) {
+    absl::StrAppend(&out, " ", i < no->unit_devices.size() ? no->unit_devices[i] : "-",
+                    no->units[i].user_claimed ? "(user)" : "", no->units[i].draining ? "(drain)" : "");
+  }
+  return out;
+}
+
+TEST(ClusterStateDra, RandomObjectChangesLeaveEveryNodeAsAFreshDerivation) {
+  const std::vector<std::string> nodes = {"n0", "n1", "n2", "n3"};
+  const std::vector<DraDeviceClass> classes =
+      DecodeDra(Dra("deviceclass-mig-1g-extended.json")).device_classes;
+  ASSERT_EQ(classes.size(), 1u);
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    std::mt19937_64 rng(seed);
+    std::map<std::string, DraResourceSlice> slices;
+    std::map<std::string, DraResourceClaim> claims;
+    auto batch = [&] {
+      DraObjectBatch b;
+      b.device_classes = classes;
+      for (const auto& [name, sl] : slices) b.resource_slices.push_back(sl);
+      for (const auto& [key, c] : claims) b.resource_claims.push_back(c);
+      return b;
+    };
+    ClusterState s(BuiltIn(), DraOn());
+    for (const std::string& n : nodes) s.ApplyNode(Node(n, {}));
+    s.ApplyDeviceClass(classes[0]);
+    for (int step = 0; step < 80; ++step) {
+      const uint64_t op = rng() % 100;
+      std::string what;
+      if (op < 35) {
+        DraResourceSlice sl = testing::RandomDraSlice(rng, nodes);
+        what = absl::StrCat("apply slice ", sl.name, " on '", sl.node_name, "'");
+        slices[sl.name] = sl;
+        s.ApplyResourceSlice(std::move(sl));
+      } else if (op < 45) {
+        const std::string name = absl::StrCat("s", rng() % 12);
+        what = absl::StrCat("remove slice ", name);
+        slices.erase(name);
+        s.RemoveResourceSlice(name);
+      } else if (op < 80) {
+        DraResourceClaim c = testing::RandomDraClaim(rng, nodes, classes[0].name);
+        what = absl::StrCat("apply claim ", c.Key());
+        claims[c.Key()] = c;
+        s.ApplyResourceClaim(std::move(c));
+      } else if (op < 95) {
+        const std::string key = absl::StrCat("ns/c", rng() % 10);
+        what = absl::StrCat("remove claim ", key);
+        claims.erase(key);
+        s.RemoveResourceClaim(key);
+      } else {
+        what = "relist";
+        s.ReplaceDra(batch());
+      }
+      SCOPED_TRACE(absl::StrCat("step ", step, ": ", what));
+      ClusterState fresh(BuiltIn(), DraOn());
+      for (const std::string& n : nodes) fresh.ApplyNode(Node(n, {}));
+      fresh.ReplaceDra(batch());
+      for (const std::string& n : nodes) EXPECT_EQ(DescribeMig(s, n), DescribeMig(fresh, n)) << n;
+      EXPECT_THAT(s.Audit().problems, ::testing::IsEmpty());
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
 }
 
 }  // namespace

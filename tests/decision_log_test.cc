@@ -128,6 +128,49 @@ TEST(DecisionLogTest, LineCarriesEveryFieldOfTheDecision) {
   EXPECT_EQ(Str(doc, "reason"), "binding rejected: project quota exhausted");
 }
 
+TEST(DecisionLogTest, DraNotesAreWrittenOnlyWhenThereAreAny) {
+  const absl::Time now = absl::FromUnixSeconds(1714564800);
+  BindDecision d = SampleDecision();
+  EXPECT_FALSE(ParseLine(DecisionLog::FormatLine(d, now)).HasMember("dra_notes"));
+  d.dra_notes = {"catalog drift: nvidia.com/gpu: DeviceClass \"gpu-whole.nvidia.com\" not found"};
+  rapidjson::Document doc = ParseLine(DecisionLog::FormatLine(d, now));
+  ASSERT_TRUE(doc.HasMember("dra_notes"));
+  ASSERT_EQ(doc["dra_notes"].Size(), 1u);
+  EXPECT_EQ(std::string(doc["dra_notes"][0].GetString()), d.dra_notes[0]);
+
+  FilterNotes n;
+  n.pod_namespace = "team-a";
+  n.pod_name = "infer-1";
+  n.pod_uid = "uid-1";
+  n.project = "vision";
+  n.offering = "nvidia.com/gpu.shared";
+  n.candidates = 40;
+  n.passed = 12;
+  n.dra_notes = {"dra-7: no prediction: device gpu-0: counters or binding conditions are not modelled"};
+  doc = ParseLine(DecisionLog::FormatLine(n, now));
+  EXPECT_EQ(Str(doc, "ts"), "2024-05-01T12:00:00.000Z");
+  EXPECT_EQ(Str(doc, "event"), "filter");
+  EXPECT_EQ(Str(doc, "pod"), "team-a/infer-1");
+  EXPECT_EQ(Str(doc, "uid"), "uid-1");
+  EXPECT_EQ(Str(doc, "project"), "vision");
+  EXPECT_EQ(Str(doc, "offering"), "nvidia.com/gpu.shared");
+  EXPECT_EQ(doc["candidates"].GetInt(), 40);
+  EXPECT_EQ(doc["passed"].GetInt(), 12);
+  ASSERT_EQ(doc["dra_notes"].Size(), 1u);
+  EXPECT_EQ(std::string(doc["dra_notes"][0].GetString()), n.dra_notes[0]);
+
+  // Written at the levels that write failures, and never without a note.
+  for (DecisionLogLevel level : {DecisionLogLevel::kOff, DecisionLogLevel::kFailures, DecisionLogLevel::kAll}) {
+    CapturedLines captured;
+    DecisionLog log(level, captured.Sink());
+    log.Log(n);
+    FilterNotes none = n;
+    none.dra_notes.clear();
+    log.Log(none);
+    EXPECT_EQ(captured.Lines().size(), level == DecisionLogLevel::kOff ? 0u : 1u);
+  }
+}
+
 TEST(DecisionLogTest, LevelsFilterByOutcome) {
   BindDecision bound = SampleDecision();
   BindDecision refused = SampleDecision();

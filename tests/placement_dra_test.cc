@@ -25,6 +25,7 @@ using testing::DecodeDra;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr char kGpu[] = "nvidia.com/gpu";
 constexpr char kShared[] = "nvidia.com/gpu.shared";
@@ -224,6 +225,11 @@ TEST_F(PlacementDraTest, NoPredictionIsNotGuessed) {
   });
   // No prediction: the node passes; bind checks the device the allocator picks.
   EXPECT_EQ(FilterOn("team-b", "b1", kNode), FitReason::kFits);
+  // The decision log's notes say so and why (the test catalog names no DeviceClass: no drift).
+  EXPECT_THAT(core_.Filter(Pod("team-b", "b1", kShared), {kNode}, /*dra_notes=*/true).dra_notes,
+              ElementsAre("dra-1: no prediction: device gpu-0: shared, with an allocation that "
+                          "lists no consumed capacity"));
+  EXPECT_THAT(core_.Filter(Pod("team-b", "b1", kShared), {kNode}).dra_notes, IsEmpty());
 }
 
 TEST_F(PlacementDraTest, BindTakesTheAllocatedDeviceAndRefusesSharingAcrossProjects) {
