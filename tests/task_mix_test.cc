@@ -129,69 +129,12 @@ TEST(TaskMixLearner, TheLightestClassMakesRoom) {
   EXPECT_EQ(WeightOf(mix, kGpu, 1), 0);
 }
 
-// Nodes a and b: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. Seeded
-// from the catalog (no cpu), fgd sees the two nodes alike for a 1-GPU pod. Once the pods it
-// was asked about (1 GPU, 4 cpus each) taught it that tasks need 4 cpus, b's two free cpus
-// strand its GPUs, and a pod of 1 GPU and 2 cpus is best placed on b.
-TEST(LearnedFgdPolicy, LearnsThatTasksNeedCpuAndPlacesAccordingly) {
-  auto catalog = TestCatalog();
-  Mirror mirror(catalog, MirrorOptions{});
+// `nodes` (b among them): 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus.
+void NodesWithBusyCpuOnB(Mirror& mirror, const std::vector<std::string>& nodes) {
   mirror.Write([&](ClusterState& s) {
     ObjectBatch b;
     b.namespaces.push_back({"team-a", {}});
-    for (const char* name : {"a", "b"}) {
-      NodeObject n;
-      n.name = name;
-      n.allocatable_milli[kGpu] = 2000;
-      n.allocatable_milli["cpu"] = 8000;
-      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
-      n.allocatable_milli["pods"] = 110000;
-      b.nodes.push_back(n);
-    }
-    PodObject web;
-    web.name = "web";
-    web.namespace_name = "team-a";
-    web.uid = "web-uid";
-    web.node_name = "b";
-    web.containers.push_back({"c", {{"cpu", 6000}}, {}});
-    b.pods.push_back(web);
-    s.ApplyBatch(b);
-    return true;
-  });
-  TaskMixOptions o;
-  o.seed_pods = 10;
-  o.republish_every = 16;
-  o.half_life_pods = 50;
-  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
-      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
-  ASSERT_TRUE(policy.ok()) << policy.status();
-  DecisionCore core(&mirror, policy->get());
-  auto pod = [](const std::string& name, int64_t cpu_milli) {
-    PodObject p;
-    p.name = name;
-    p.namespace_name = "team-a";
-    p.uid = name + "-uid";
-    p.containers.push_back({"c", {{"cpu", cpu_milli}, {kGpu, 1000}}, {{kGpu, 1000}}});
-    return p;
-  };
-  const std::vector<absl::string_view> nodes = {"a", "b"};
-  const std::vector<int64_t> before = core.Prioritize(pod("probe", 2000), nodes);
-  EXPECT_EQ(before[0], before[1]);
-
-  for (int i = 0; i < 64; ++i) core.Filter(pod(absl::StrCat("train-", i), 4000), nodes);
-  EXPECT_EQ((*policy)->learner().observed(), 64);
-  EXPECT_GT(WeightOf((*policy)->learner().Current(), kGpu, 1), 0.8);
-  const std::vector<int64_t> after = core.Prioritize(pod("probe", 2000), nodes);
-  EXPECT_GT(after[1], after[0]) << "b's idle GPUs are stranded by its cpu: the pod goes there";
-}
-
-// Nodes a, b, c: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. fgd, told
-// that tasks need 4 cpus, sees b's GPUs stranded already, so a 1-GPU pod is best on b.
-void ThreeNodesWithBusyCpuOnB(Mirror& mirror) {
-  mirror.Write([&](ClusterState& s) {
-    ObjectBatch b;
-    b.namespaces.push_back({"team-a", {}});
-    for (const char* name : {"a", "b", "c"}) {
+    for (const std::string& name : nodes) {
       NodeObject n;
       n.name = name;
       n.allocatable_milli[kGpu] = 2000;
@@ -221,6 +164,33 @@ PodObject GpuPod(const std::string& name, int64_t cpu_milli) {
   return p;
 }
 
+// Nodes a and b: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. Seeded
+// from the catalog (no cpu), fgd sees the two nodes alike for a 1-GPU pod. Once the pods it
+// was asked about (1 GPU, 4 cpus each) taught it that tasks need 4 cpus, b's two free cpus
+// strand its GPUs, and a pod of 1 GPU and 2 cpus is best placed on b.
+TEST(LearnedFgdPolicy, LearnsThatTasksNeedCpuAndPlacesAccordingly) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  NodesWithBusyCpuOnB(mirror, {"a", "b"});
+  TaskMixOptions o;
+  o.seed_pods = 10;
+  o.republish_every = 16;
+  o.half_life_pods = 50;
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DecisionCore core(&mirror, policy->get());
+  const std::vector<absl::string_view> nodes = {"a", "b"};
+  const std::vector<int64_t> before = core.Prioritize(GpuPod("probe", 2000), nodes);
+  EXPECT_EQ(before[0], before[1]);
+
+  for (int i = 0; i < 64; ++i) core.Filter(GpuPod(absl::StrCat("train-", i), 4000), nodes);
+  EXPECT_EQ((*policy)->learner().observed(), 64);
+  EXPECT_GT(WeightOf((*policy)->learner().Current(), kGpu, 1), 0.8);
+  const std::vector<int64_t> after = core.Prioritize(GpuPod("probe", 2000), nodes);
+  EXPECT_GT(after[1], after[0]) << "b's idle GPUs are stranded by its cpu: the pod goes there";
+}
+
 // When kube-scheduler sends every pod (DecisionCore::Options::every_pod), fgd's best node
 // scores 10 and every other node half its score, so kube-scheduler's in-tree scores (weight
 // 1 each, at most 200 after x weight 5 x 10) cannot overturn fgd's choice; ties go to the
@@ -229,7 +199,7 @@ PodObject GpuPod(const std::string& name, int64_t cpu_milli) {
 TEST(DecisionCore, SeeingEveryPodFgdNamesItsBestNodeOutright) {
   auto catalog = TestCatalog();
   Mirror mirror(catalog, MirrorOptions{});
-  ThreeNodesWithBusyCpuOnB(mirror);
+  NodesWithBusyCpuOnB(mirror, {"a", "b", "c"});  // told tasks need 4 cpus, fgd prefers b
   absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> fgd = LearnedFgdPolicy::Create(
       catalog, {Task(kGpu, 1, 4000)}, TaskMixOptions{}, MirrorHostFree);
   ASSERT_TRUE(fgd.ok()) << fgd.status();
