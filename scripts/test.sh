@@ -40,7 +40,7 @@ for v in $variants; do
   echo "=== $v tests" >&2
   # halt_on_error so a sanitizer report fails the test instead of scrolling by.
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 GSE_SANITIZER_BUILD="$v" \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" GSE_SANITIZER_BUILD="$v" \
     ctest --test-dir "$dir" --output-on-failure -j"$jobs" "${tests[@]+"${tests[@]}"}"
   # Per-variant wall time, so that the CI budget (README) can be checked from any log.
   echo "=== $v done: ${SECONDS}s since the start of the run" >&2
