@@ -81,7 +81,7 @@ ABSL_FLAG(std::string, catalog, "",
 ABSL_FLAG(std::string, snapshot, "",
           "cluster snapshot: the output of `kubectl get nodes,pods,namespaces,resourcequotas "
           "-A -o json`; empty = the embedded demo cluster (examples/demo-cluster.json)");
-ABSL_FLAG(std::string, policy, "affinity-pack", "placement policy (see the error for the list)");
+ABSL_FLAG(std::string, policy, "fgd", "placement policy (see the error for the list)");
 ABSL_FLAG(std::string, fgd_task_mix, "",
           "--policy=fgd: the task mix to start from, a JSON file {\"tasks\":[{\"resource\":..., "
           "\"amount\":1, \"weight\":1, \"cpu\":\"8\", \"memory\":\"32Gi\"}]} (docs/fgd.md); empty = "

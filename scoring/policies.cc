@@ -1,4 +1,5 @@
-// Placement policies: "affinity-pack" (default) and "spread".
+// Placement policies: "affinity-pack" and "spread" (the service's default is "fgd",
+// scoring/task_mix.h).
 //
 // Both policies share one picture of a node (NodeGauge): which unit the pod would take and
 // how many free units of the offering would remain. Score grades that picture and ChooseUnits

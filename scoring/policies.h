@@ -69,7 +69,7 @@ class PlacementPolicy {
   virtual bool DecidesOutrightSeeingEveryPod() const { return false; }
 };
 
-// "affinity-pack" (default): the project's partly filled unit first (fullest first), then nodes
+// "affinity-pack": the project's partly filled unit first (fullest first), then nodes
 //   where the project already owns units, then packing that keeps whole GPUs and nodes free.
 // "spread": least loaded node and unit first (still honours project affinity inside a node).
 std::vector<std::string> PolicyNames();
