@@ -224,7 +224,10 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
         });
     // Nodes the cross-node affinity rule refused after all score 0.
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!outcome.fits[i].fits()) scores[i] = 0, scored[i] = false;
+      if (!outcome.fits[i].fits()) {
+        scores[i] = 0;
+        scored[i] = false;
+      }
     }
   });
   if (options_.every_pod && policy->DecidesOutrightSeeingEveryPod()) NameWinner(names, scored, scores);
