@@ -54,6 +54,7 @@
 #include "state/mirror.h"
 #include "testsupport/fake_apiserver.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/live_extender.h"
 #include "tests/testing/process.h"
 #include "testsupport/paths.h"
 
@@ -62,6 +63,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::FakeApiServer;
+using testing::FastLiveOptions;
+using testing::LiveExtender;
+using testing::StartLiveExtender;
 using testing::PodJson;
 using testing::PodSpec;
 using testing::PodView;
@@ -200,32 +204,9 @@ std::map<std::string, std::vector<std::string>> DebugHolders(const std::string& 
 
 // ---------------------------------------------------------------- the extender
 
-struct LiveExtender {
-  std::unique_ptr<Mirror> mirror;
-  std::unique_ptr<LiveCluster> live;
-  std::unique_ptr<ExtenderService> service;
-  ~LiveExtender() {
-    if (live) live->Stop();
-  }
-};
-
 LiveClusterOptions TestOptions(const std::string& kubeconfig, bool leader_elect = false,
                                const std::string& identity = "") {
-  LiveClusterOptions o;
-  o.kubeconfig = kubeconfig;
-  o.connect_attempts = 2;
-  o.connect_backoff = absl::Milliseconds(10);
-  o.client.write_qps = 1000;
-  o.client.write_burst = 1000;
-  o.client.request_timeout = absl::Seconds(3);
-  o.reflector.watch_timeout = absl::Seconds(5);
-  o.reflector.resync_period = absl::ZeroDuration();
-  o.reflector.backoff_initial = absl::Milliseconds(30);
-  o.reflector.backoff_max = absl::Milliseconds(300);
-  o.reflector.log = [](const std::string&) {};
-  o.binder.deadline = absl::Milliseconds(1500);
-  o.binder.attempt_timeout = absl::Milliseconds(500);
-  o.binder.retry_backoff = absl::Milliseconds(20);
+  LiveClusterOptions o = FastLiveOptions(kubeconfig);
   o.leader_elect = leader_elect;
   o.election.identity = identity;
   o.election.lease_duration = absl::Seconds(1);
@@ -233,19 +214,6 @@ LiveClusterOptions TestOptions(const std::string& kubeconfig, bool leader_elect 
   o.election.retry_period = absl::Milliseconds(200);
   o.election.log = [](const std::string&) {};
   return o;
-}
-
-std::unique_ptr<LiveExtender> StartExtender(LiveClusterOptions options) {
-  auto e = std::make_unique<LiveExtender>();
-  e->mirror = std::make_unique<Mirror>(std::make_shared<const Catalog>(Catalog::BuiltIn()), MirrorOptions());
-  absl::StatusOr<std::unique_ptr<LiveCluster>> live = LiveCluster::Connect(std::move(options), e->mirror.get());
-  EXPECT_TRUE(live.ok()) << live.status();
-  if (!live.ok()) return nullptr;
-  e->live = std::move(*live);
-  e->service = std::make_unique<ExtenderService>(e->mirror.get(), std::move(*MakePolicy("affinity-pack")),
-                                                 e->live->binder());
-  e->live->Start(e->service.get());
-  return e;
 }
 
 // kube-scheduler's view of one scheduling attempt.
@@ -383,7 +351,7 @@ TEST_F(LiveClusterTest, NotReadyAndNoDecisionsUntilTheInitialListIsApplied) {
   slow.delay_before = absl::Milliseconds(700);
   fake_.AddFault(slow);
   const std::string key = Pod(fake_, "team-a", "early", {{kShared, "1"}});
-  auto e = StartExtender(TestOptions(kubeconfig_));
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   EXPECT_FALSE(e->service->Ready());
   Attempt a = ScheduleOnce(*e->service, fake_, "team-a", "early");
@@ -400,7 +368,7 @@ TEST_F(LiveClusterTest, InvariantsHoldThroughBindAndWatchFaults) {
   for (int i = 0; i < 2; ++i) two_ticket_pods.push_back(Pod(fake_, "team-b", absl::StrCat("two-", i), {{kShared, "2"}}));
   for (int i = 0; i < 2; ++i) cpu_pods.push_back(Pod(fake_, "team-c", absl::StrCat("cpu-", i), {}));
 
-  auto e = StartExtender(TestOptions(kubeconfig_));
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
   // These arrive while the extender runs: their ADDED events race with their binds.
@@ -478,7 +446,7 @@ TEST_F(LiveClusterTest, InvariantsHoldThroughBindAndWatchFaults) {
 
 TEST_F(LiveClusterTest, BindThatTimedOutButCommittedConvergesThroughTheWatch) {
   const std::string key = Pod(fake_, "team-a", "slow", {{kShared, "1"}});
-  auto e = StartExtender(TestOptions(kubeconfig_));
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
   // Every binding is held 1.8 s before the API server commits it: the bind (1.5 s budget)
@@ -525,14 +493,14 @@ TEST_F(LiveClusterTest, RestartRebuildsTheMirrorUnitByUnitFromTheApiServer) {
   for (int i = 0; i < 3; ++i) keys.push_back(Pod(fake_, "team-c", absl::StrCat("x-", i), {{kExclusive, "1"}}));
   std::string before;
   {
-    auto first = StartExtender(TestOptions(kubeconfig_));
+    auto first = StartLiveExtender(TestOptions(kubeconfig_));
     ASSERT_NE(first, nullptr);
     ASSERT_TRUE(Eventually([&] { return first->service->Ready(); }));
     for (const auto& [k, a] : ScheduleAll(*first->service, keys, 2, 3)) EXPECT_TRUE(a.bound()) << k;
     ASSERT_TRUE(Eventually([&] { return DebugHolders(first->service->DebugStateJson()) == AuditApiServer(fake_).holders; }));
     before = first->service->DebugStateJson();
   }  // the extender and its mirror are gone
-  auto second = StartExtender(TestOptions(kubeconfig_));
+  auto second = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(second, nullptr);
   ASSERT_TRUE(Eventually([&] { return second->service->Ready(); }));
   const std::map<std::string, std::vector<std::string>> rebuilt = DebugHolders(second->service->DebugStateJson());
@@ -548,8 +516,8 @@ TEST_F(LiveClusterTest, RestartRebuildsTheMirrorUnitByUnitFromTheApiServer) {
 }
 
 TEST_F(LiveClusterTest, TwoExtendersOneLeaderTakeOverWithoutDoubleBooking) {
-  auto a = StartExtender(TestOptions(kubeconfig_, true, "extender-a"));
-  auto b = StartExtender(TestOptions(kubeconfig_, true, "extender-b"));
+  auto a = StartLiveExtender(TestOptions(kubeconfig_, true, "extender-a"));
+  auto b = StartLiveExtender(TestOptions(kubeconfig_, true, "extender-b"));
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(Eventually([&] { return a->service->Ready() || b->service->Ready(); }, absl::Seconds(3)));
@@ -590,10 +558,10 @@ TEST_F(LiveClusterTest, TwoExtendersOneLeaderTakeOverWithoutDoubleBooking) {
 // stays not ready, saying so, until a list sent after the take-over has been applied (one
 // LIST), and then sees every unit taken.
 TEST_F(LiveClusterTest, TakeOverWithALaggingWatchDecidesOnlyAfterAFreshList) {
-  auto a = StartExtender(TestOptions(kubeconfig_, true, "extender-a"));
+  auto a = StartLiveExtender(TestOptions(kubeconfig_, true, "extender-a"));
   ASSERT_NE(a, nullptr);
   ASSERT_TRUE(Eventually([&] { return a->service->Ready(); }, absl::Seconds(5)));
-  auto b = StartExtender(TestOptions(kubeconfig_, true, "extender-b"));
+  auto b = StartLiveExtender(TestOptions(kubeconfig_, true, "extender-b"));
   ASSERT_NE(b, nullptr);
   // Five watches per replica: the four kinds of the mirror and the node agents' Leases.
   ASSERT_TRUE(Eventually([&] { return b->live->synced() && fake_.open_watches() == 10 && fake_.WatchesCaughtUp(); },
@@ -645,7 +613,7 @@ TEST_F(LiveClusterTest, BindRetryingWhenTheLeaseLapsesSendsNoFurtherPost) {
   LiveClusterOptions o = TestOptions(kubeconfig_, true, "extender-a");
   o.binder.deadline = absl::Seconds(4);  // retries outlast the renew deadline (600 ms)
   o.binder.attempt_timeout = absl::Seconds(1);
-  auto a = StartExtender(std::move(o));
+  auto a = StartLiveExtender(std::move(o));
   ASSERT_NE(a, nullptr);
   ASSERT_TRUE(Eventually([&] { return a->service->Ready(); }, absl::Seconds(5)));
   Pod(fake_, "team-b", "fenced", {{kShared, "1"}});

@@ -32,6 +32,7 @@
 #include "testsupport/fake_apiserver.h"
 #include "testsupport/paths.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/live_extender.h"
 #include "tests/testing/process.h"
 
 namespace gse {
@@ -40,6 +41,9 @@ namespace {
 using ::gse::testing::DraTestAllocator;
 using ::gse::testing::Eventually;
 using ::gse::testing::FakeApiServer;
+using ::gse::testing::FastLiveOptions;
+using ::gse::testing::LiveExtender;
+using ::gse::testing::StartLiveExtender;
 using ::gse::testing::PodJson;
 using ::gse::testing::PodSpec;
 using ::gse::testing::PodView;
@@ -125,50 +129,10 @@ void LoadMixedCluster(FakeApiServer& fake) {
                   .ok());
 }
 
-struct LiveExtender {
-  std::unique_ptr<Mirror> mirror;
-  std::unique_ptr<LiveCluster> live;
-  std::unique_ptr<ExtenderService> service;
-  ~LiveExtender() {
-    if (live) live->Stop();
-  }
-};
-
 LiveClusterOptions TestOptions(const std::string& kubeconfig) {
-  LiveClusterOptions o;
-  o.kubeconfig = kubeconfig;
-  o.connect_attempts = 2;
-  o.connect_backoff = absl::Milliseconds(10);
-  o.client.write_qps = 1000;
-  o.client.write_burst = 1000;
-  o.client.request_timeout = absl::Seconds(3);
-  o.reflector.watch_timeout = absl::Seconds(5);
-  o.reflector.resync_period = absl::ZeroDuration();
-  o.reflector.backoff_initial = absl::Milliseconds(30);
-  o.reflector.backoff_max = absl::Milliseconds(300);
-  o.reflector.log = [](const std::string&) {};
-  o.binder.deadline = absl::Milliseconds(3000);
-  o.binder.attempt_timeout = absl::Milliseconds(1000);
-  o.binder.retry_backoff = absl::Milliseconds(20);
+  LiveClusterOptions o = FastLiveOptions(kubeconfig, absl::Milliseconds(3000));
   o.dra_mode = DraMode::kAuto;
   return o;
-}
-
-std::unique_ptr<LiveExtender> StartExtender(LiveClusterOptions options) {
-  auto e = std::make_unique<LiveExtender>();
-  e->mirror = std::make_unique<Mirror>(std::make_shared<const Catalog>(Catalog::BuiltIn()),
-                                       MirrorOptions());
-  absl::StatusOr<std::unique_ptr<LiveCluster>> live =
-      LiveCluster::Connect(std::move(options), e->mirror.get());
-  EXPECT_TRUE(live.ok()) << live.status();
-  if (!live.ok()) return nullptr;
-  e->live = std::move(*live);
-  ServiceOptions so;
-  so.dra_claim_name = e->live->DraClaimNameReader();  // as main.cc wires it
-  e->service = std::make_unique<ExtenderService>(
-      e->mirror.get(), std::move(*MakePolicy("affinity-pack")), e->live->binder(), so);
-  e->live->Start(e->service.get());
-  return e;
 }
 
 std::string Pod(FakeApiServer& fake, const std::string& ns, const std::string& name,
@@ -377,7 +341,7 @@ class LiveDraTest : public ::testing::Test {
 };
 
 TEST_F(LiveDraTest, MixedClusterAnnotationsNameRealDevicesQuotasHoldAndRestartRebuilds) {
-  auto e = StartExtender(TestOptions(kubeconfig_));
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
   WaitForClaimWatch(*e);
@@ -441,7 +405,7 @@ TEST_F(LiveDraTest, MixedClusterAnnotationsNameRealDevicesQuotasHoldAndRestartRe
 
   // Restart: a new extender rebuilds the same holdings from the API server.
   e.reset();
-  auto again = StartExtender(TestOptions(kubeconfig_));
+  auto again = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(again, nullptr);
   ASSERT_TRUE(Eventually([&] { return again->service->Ready(); }));
   EXPECT_EQ(usage(*again->mirror), before);
@@ -477,7 +441,7 @@ TEST_F(LiveDraTest, MixedClusterAnnotationsNameRealDevicesQuotasHoldAndRestartRe
 }
 
 TEST_F(LiveDraTest, ASliceOrderThatDefeatsThePredictionMakesBindRefuse) {
-  auto e = StartExtender(TestOptions(kubeconfig_));
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
   WaitForClaimWatch(*e);
@@ -533,7 +497,7 @@ TEST_F(LiveDraTest, BadObjectsAreRefusedNamingTheFieldAndChangeNothing) {
     absl::MutexLock lock(&mu);
     logs.push_back(line);
   };
-  auto e = StartExtender(std::move(options));
+  auto e = StartLiveExtender(std::move(options));
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
   const std::string before = e->service->DebugStateJson();
@@ -564,7 +528,7 @@ TEST(LiveDraModeTest, AutoIsOffWhenTheServerDoesNotServeResourceV1) {
   ASSERT_TRUE(fake.Start().ok());
   ScratchDir dir;
   dir.Write("kubeconfig", fake.Kubeconfig());
-  auto e = StartExtender(TestOptions(dir.File("kubeconfig")));
+  auto e = StartLiveExtender(TestOptions(dir.File("kubeconfig")));
   ASSERT_NE(e, nullptr);
   EXPECT_FALSE(e->live->dra());
   EXPECT_FALSE(e->mirror->Read([](const ClusterState& s) { return s.options().dra; }));
