@@ -149,6 +149,17 @@ TEST_F(FakeApiServerTest, HeldWatchesSendNothingUntilReleasedThenEverythingInOrd
   EXPECT_TRUE(Eventually([&] { return fake_.WatchesCaughtUp(); }));
 }
 
+TEST_F(FakeApiServerTest, OpenWatchesAreCountedPerResource) {
+  {
+    PodWatch watch(*this);
+    ASSERT_TRUE(Eventually([&] { return fake_.open_watches() == 1; }));
+    EXPECT_EQ(fake_.open_watches("pods"), 1);
+    EXPECT_EQ(fake_.open_watches("nodes"), 0) << "a pod watch is not a node watch";
+  }  // the watch is dropped
+  EXPECT_TRUE(Eventually([&] { return fake_.open_watches("pods") == 0; }));
+  EXPECT_EQ(fake_.open_watches(), 0);
+}
+
 TEST_F(FakeApiServerTest, HeldWatchesCanBeReleasedUpToAResourceVersion) {
   fake_.HoldWatches(true);
   PodWatch watch(*this);

@@ -599,6 +599,12 @@ int FakeApiServer::open_watches() const {
   return open_watches_;
 }
 
+int FakeApiServer::open_watches(absl::string_view resource) const {
+  absl::MutexLock lock(&mu_);
+  auto it = open_watches_by_resource_.find(resource);
+  return it == open_watches_by_resource_.end() ? 0 : it->second;
+}
+
 int64_t FakeApiServer::watches_started() const {
   absl::MutexLock lock(&mu_);
   return watches_started_;
@@ -1142,6 +1148,7 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource,
     state->expired = from < compacted_rv_;
     state->drop_generation = drop_generation_;
     ++open_watches_;
+    ++open_watches_by_resource_[resource];
     state->id = ++watches_started_;
     watch_positions_[state->id] = from;
   }
@@ -1217,9 +1224,10 @@ void FakeApiServer::ServeWatch(const Exchange& ex, const std::string& resource,
         if (finish) sink.done();
         return true;
       },
-      [this, state](bool) {
+      [this, state, resource](bool) {
         absl::MutexLock lock(&mu_);
         --open_watches_;
+        --open_watches_by_resource_[resource];
         watch_positions_.erase(state->id);
       });
 }

@@ -215,6 +215,10 @@ class FakeApiServer {
   // ---- observation
   int64_t RequestCount(absl::string_view method, absl::string_view path_contains) const;
   int open_watches() const;
+  // Open watches of one resource ("pods", "leases"...): a barrier that waits for every client's
+  // watch of each kind it needs (a total count lets one client's extra watch hide another's
+  // missing one).
+  int open_watches(absl::string_view resource) const;
   int64_t watches_started() const;
   // label -> times a labelled fault fired (its request matched it).
   std::map<std::string, int64_t> FaultHits() const;
@@ -296,6 +300,7 @@ class FakeApiServer {
   int truncate_events_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t hold_after_rv_ ABSL_GUARDED_BY(mu_) = -1;  // watches send nothing later; -1: none
   int open_watches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int, std::less<>> open_watches_by_resource_ ABSL_GUARDED_BY(mu_);
   int64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
   int held_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t release_generation_ ABSL_GUARDED_BY(mu_) = 0;
