@@ -267,6 +267,90 @@ absl::Status DecodeContainers(const Value* v, const Path& path,
   return absl::OkStatus();
 }
 
+absl::Status DecodeRequirement(const Value& item, const Path& path, NodeSelectorRequirement* out) {
+  if (absl::Status s = RequireObject(item, path); !s.ok()) return s;
+  static constexpr absl::string_view kNames[] = {"key", "operator", "values"};
+  const Value* f[3];
+  if (absl::Status s = GetFields(item, path, kNames, f); !s.ok()) return s;
+  if (absl::Status s = ReadString(f[0], path.Field("key"), &out->key); !s.ok()) return s;
+  if (absl::Status s = ReadString(f[1], path.Field("operator"), &out->op); !s.ok()) return s;
+  const Path values_path = path.Field("values");
+  const Value* values = nullptr;
+  if (absl::Status s = json_fields::ReadArray(f[2], values_path, kMaxRequirementValues, "values", &values);
+      !s.ok()) {
+    return s;
+  }
+  if (values == nullptr) return absl::OkStatus();
+  out->values.reserve(values->Size());
+  for (SizeType i = 0; i < values->Size(); ++i) {
+    if (!(*values)[i].IsString()) return WrongType(values_path.Index(i), "a string", (*values)[i]);
+    out->values.emplace_back(Str((*values)[i]));
+  }
+  return absl::OkStatus();
+}
+
+// spec.affinity: only nodeAffinity's required terms are kept (PodObject::required_node_terms);
+// the other members are skipped unread, as any field we do not keep.
+// The one member of `obj` named `name` (nullptr when absent or null); `obj` nullptr or null
+// reads as absent too.
+absl::Status OneField(const Value* obj, const Path& path, absl::string_view name, const Value** out) {
+  *out = nullptr;
+  if (obj == nullptr || obj->IsNull()) return absl::OkStatus();
+  if (absl::Status s = RequireObject(*obj, path); !s.ok()) return s;
+  const absl::string_view names[] = {name};
+  const Value* f[1];
+  if (absl::Status s = GetFields(*obj, path, names, f); !s.ok()) return s;
+  *out = f[0] != nullptr && f[0]->IsNull() ? nullptr : f[0];
+  return absl::OkStatus();
+}
+
+absl::Status DecodeTerm(const Value& item, const Path& path, std::vector<NodeSelectorRequirement>* out) {
+  if (absl::Status s = RequireObject(item, path); !s.ok()) return s;
+  const Value* v = nullptr;
+  if (absl::Status s = OneField(&item, path, "matchExpressions", &v); !s.ok()) return s;
+  const Path exprs_path = path.Field("matchExpressions");
+  const Value* exprs = nullptr;
+  if (absl::Status s = json_fields::ReadArray(v, exprs_path, kMaxTermRequirements, "matchExpressions", &exprs);
+      !s.ok()) {
+    return s;
+  }
+  if (exprs == nullptr) return absl::OkStatus();
+  out->resize(exprs->Size());
+  for (SizeType k = 0; k < exprs->Size(); ++k) {
+    if (absl::Status s = DecodeRequirement((*exprs)[k], exprs_path.Index(k), &(*out)[k]); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// spec.affinity: only nodeAffinity's required terms are kept (PodObject::required_node_terms);
+// the other members are skipped unread, as any field we do not keep.
+absl::Status DecodeRequiredNodeTerms(const Value* affinity, const Path& path,
+                                     std::vector<std::vector<NodeSelectorRequirement>>* out) {
+  const Value* node_affinity = nullptr;
+  if (absl::Status s = OneField(affinity, path, "nodeAffinity", &node_affinity); !s.ok()) return s;
+  const Path na_path = path.Field("nodeAffinity");
+  const Value* required = nullptr;
+  if (absl::Status s = OneField(node_affinity, na_path, "requiredDuringSchedulingIgnoredDuringExecution", &required);
+      !s.ok()) {
+    return s;
+  }
+  const Path req_path = na_path.Field("requiredDuringSchedulingIgnoredDuringExecution");
+  const Value* v = nullptr;
+  if (absl::Status s = OneField(required, req_path, "nodeSelectorTerms", &v); !s.ok()) return s;
+  const Path terms_path = req_path.Field("nodeSelectorTerms");
+  const Value* terms = nullptr;
+  if (absl::Status s = json_fields::ReadArray(v, terms_path, kMaxNodeSelectorTerms, "nodeSelectorTerms", &terms);
+      !s.ok()) {
+    return s;
+  }
+  if (terms == nullptr) return absl::OkStatus();
+  out->resize(terms->Size());
+  for (SizeType i = 0; i < terms->Size(); ++i) {
+    if (absl::Status s = DecodeTerm((*terms)[i], terms_path.Index(i), &(*out)[i]); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecodeNodeAt(const Value& value, const Path& path, NodeObject* node) {
   Sections sec;
   if (absl::Status s = GetSections(value, path, &sec); !s.ok()) return s;
@@ -314,10 +398,10 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
   if (absl::Status s = DecodeMeta(sec.metadata, path, meta); !s.ok()) return s;
   if (sec.spec != nullptr) {
     const Path spec_path = path.Field("spec");
-    static constexpr absl::string_view kNames[] = {"nodeName",   "schedulerName",
-                                                   "nodeSelector", "containers",
-                                                   "initContainers", "overhead"};
-    const Value* f[6];
+    static constexpr absl::string_view kNames[] = {"nodeName",       "schedulerName", "nodeSelector",
+                                                   "containers",     "initContainers", "overhead",
+                                                   "affinity"};
+    const Value* f[7];
     if (absl::Status s = GetFields(*sec.spec, spec_path, kNames, f); !s.ok()) return s;
     const Path node_path = spec_path.Field("nodeName");
     if (absl::Status s = ReadString(f[0], node_path, &pod->node_name); !s.ok()) return s;
@@ -333,6 +417,10 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
     }
     const Path oh_path = spec_path.Field("overhead");
     if (absl::Status s = ReadQuantityMap(f[5], oh_path, &pod->overhead_milli); !s.ok()) return s;
+    const Path affinity_path = spec_path.Field("affinity");
+    if (absl::Status s = DecodeRequiredNodeTerms(f[6], affinity_path, &pod->required_node_terms); !s.ok()) {
+      return s;
+    }
   }
   if (sec.status != nullptr) {
     const Path status_path = path.Field("status");

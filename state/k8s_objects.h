@@ -61,6 +61,20 @@ struct ContainerResources {
   std::map<std::string, int64_t> limits_milli;
 };
 
+// One requirement of a node selector term (key, operator In/NotIn/Exists/DoesNotExist/Gt/Lt,
+// values), as kube-scheduler's NodeAffinity reads it.
+struct NodeSelectorRequirement {
+  std::string key;
+  std::string op;
+  std::vector<std::string> values;
+};
+
+// Bounds on spec.affinity.nodeAffinity's required terms: far beyond any real pod (the API
+// server caps a whole object at 1.5 MiB), small enough that a hostile body costs little.
+inline constexpr size_t kMaxNodeSelectorTerms = 64;
+inline constexpr size_t kMaxTermRequirements = 64;
+inline constexpr size_t kMaxRequirementValues = 1024;
+
 struct PodObject {
   std::string name;
   std::string namespace_name;
@@ -78,6 +92,11 @@ struct PodObject {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> node_selector;
+  // spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.
+  // nodeSelectorTerms[].matchExpressions (terms ORed, requirements ANDed); matchFields and
+  // preferred terms are not kept. kube-scheduler filters on them before asking us; fgd's task
+  // mix reads which GPU products a pod accepts from them.
+  std::vector<std::vector<NodeSelectorRequirement>> required_node_terms;
   std::vector<ContainerResources> containers;
   std::vector<ContainerResources> init_containers;
   std::map<std::string, int64_t> overhead_milli;  // spec.overhead (RuntimeClass), milli-units

@@ -698,6 +698,66 @@ TEST(HostileObjectTest, PodSpecDetails) {
   EXPECT_THAT(pod->containers[0].limits_milli, ElementsAre(Pair("nvidia.com/gpu", 1000)));
 }
 
+// Required node affinity as kubectl writes it: terms ORed, each with matchExpressions (kept)
+// and matchFields (not kept); preferred terms and pod (anti-)affinity are not read.
+TEST(HostileObjectTest, RequiredNodeAffinityTermsAreKept) {
+  absl::StatusOr<PodObject> pod = PodFromJson(PodWithSpec(
+      R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[)"
+      R"({"matchExpressions":[{"key":"nvidia.com/gpu.product","operator":"In","values":["A","B"]},)"
+      R"({"key":"zone","operator":"Exists"}]},)"
+      R"({"matchFields":[{"key":"metadata.name","operator":"In","values":["n-1"]}]}]},)"
+      R"("preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"preference":{}}]},)"
+      R"("podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"k"}]}}})"));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  ASSERT_EQ(pod->required_node_terms.size(), 2u);
+  ASSERT_EQ(pod->required_node_terms[0].size(), 2u);
+  EXPECT_EQ(pod->required_node_terms[0][0].key, "nvidia.com/gpu.product");
+  EXPECT_EQ(pod->required_node_terms[0][0].op, "In");
+  EXPECT_THAT(pod->required_node_terms[0][0].values, ElementsAre("A", "B"));
+  EXPECT_EQ(pod->required_node_terms[0][1].op, "Exists");
+  EXPECT_TRUE(pod->required_node_terms[0][1].values.empty());
+  EXPECT_TRUE(pod->required_node_terms[1].empty()) << "a matchFields-only term restricts no label";
+
+  for (const char* absent : {R"({"affinity":null})", R"({"affinity":{}})",
+                             R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":null}}})"}) {
+    absl::StatusOr<PodObject> p = PodFromJson(PodWithSpec(absent));
+    ASSERT_TRUE(p.ok()) << absent << ": " << p.status();
+    EXPECT_TRUE(p->required_node_terms.empty()) << absent;
+  }
+}
+
+TEST(HostileObjectTest, MalformedNodeAffinityNamesTheField) {
+  auto with_terms = [](const std::string& terms) {
+    return PodWithSpec(absl::StrCat(
+        R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":)",
+        terms, "}}}}"));
+  };
+  const std::string required = "Pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+  EXPECT_EQ(ErrorOf(PodFromJson(PodWithSpec(R"({"affinity":[]})"))),
+            "Pod.spec.affinity: expected an object, got an array");
+  EXPECT_EQ(ErrorOf(PodFromJson(PodWithSpec(R"({"affinity":{"nodeAffinity":"x"}})"))),
+            "Pod.spec.affinity.nodeAffinity: expected an object, got a string");
+  EXPECT_EQ(ErrorOf(PodFromJson(with_terms("{}"))),
+            required + ".nodeSelectorTerms: expected an array, got an object");
+  EXPECT_EQ(ErrorOf(PodFromJson(with_terms("[1]"))),
+            required + ".nodeSelectorTerms[0]: expected an object, got a number");
+  EXPECT_EQ(ErrorOf(PodFromJson(with_terms(R"([{"matchExpressions":[{"key":"k","operator":"In","values":"A"}]}])"))),
+            required + ".nodeSelectorTerms[0].matchExpressions[0].values: expected an array, got a string");
+  EXPECT_EQ(ErrorOf(PodFromJson(with_terms(R"([{"matchExpressions":[{"key":"k","operator":"In","values":["A",2]}]}])"))),
+            required + ".nodeSelectorTerms[0].matchExpressions[0].values[1]: expected a string, got a number");
+  EXPECT_EQ(ErrorOf(PodFromJson(with_terms(R"([{"matchExpressions":[{"key":7}]}])"))),
+            required + ".nodeSelectorTerms[0].matchExpressions[0].key: expected a string, got a number");
+  // Oversized: a hostile body costs a bounded amount.
+  std::vector<std::string> terms(kMaxNodeSelectorTerms + 1, "{}");
+  EXPECT_EQ(ErrorOf(PodFromJson(with_terms(absl::StrCat("[", absl::StrJoin(terms, ","), "]")))),
+            absl::StrCat(required, ".nodeSelectorTerms: ", kMaxNodeSelectorTerms + 1, " nodeSelectorTerms, at most ",
+                         kMaxNodeSelectorTerms));
+  std::vector<std::string> values(kMaxRequirementValues + 1, R"("v")");
+  EXPECT_THAT(ErrorOf(PodFromJson(with_terms(absl::StrCat(R"([{"matchExpressions":[{"key":"k","operator":"In","values":[)",
+                                                          absl::StrJoin(values, ","), "]}]}]")))),
+              HasSubstr("matchExpressions[0].values: 1025 values, at most 1024"));
+}
+
 // ---------------------------------------------------------------------------------------
 // Documents with several objects.
 
