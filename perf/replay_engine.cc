@@ -20,6 +20,7 @@
 #include "perf/in_process_placer.h"
 #include "scoring/feasibility.h"
 #include "scoring/pod_request.h"
+#include "scoring/task_mix.h"
 #include "state/assignment.h"
 #include "state/quantity.h"
 #include "state/unit_rules.h"
@@ -274,6 +275,13 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::str
       return absl::InvalidArgumentError("policy fgd: the trace has no pod asking for a catalog resource (empty task mix)");
     }
     return MakeFragmentationPolicy(input.catalog, std::move(o));
+  }
+  if (name == "fgd-learned") {
+    // The service's fgd as --policy=fgd builds it: seeded from the catalog, learning the mix
+    // from the pods its filter sees; only the twins are the replay's.
+    ServicePolicyOptions o;
+    o.fgd_twins = input.twins;
+    return MakeServicePolicy("fgd", input.catalog, std::move(o));
   }
   if (name == "bestfit") return MakeBestFitPolicy(input.catalog, input.twins);
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakePolicy(name);

@@ -154,7 +154,9 @@ std::vector<TaskClass> TaskMixOf(const ReplayInput& input);
 
 // Builds a policy by name: "fgd" (with the input's task mix, twins and the deciding mirror's
 // free cpu/memory, MirrorHostFree, as the service reads them), "fgd-gpu" (the same without the
-// host view) and "bestfit" here; anything else through MakePolicy.
+// host view), "fgd-learned" (the service's fgd, MakeServicePolicy: the mix learned online
+// from the pods filter sees, seeded from the catalog; the input's twins) and "bestfit" here;
+// anything else through MakePolicy.
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeReplayPolicy(const std::string& name,
                                                                   const ReplayInput& input);
 

@@ -55,8 +55,9 @@ ABSL_FLAG(int32_t, seeds, 1, "number of seeds (seed, seed+1, ...); figures are a
 ABSL_FLAG(std::string, policies, "affinity-pack",
           "comma-separated placement policies run side by side on the same input: "
           "affinity-pack, spread, fgd (fragmentation gradient descent, with the replayer's "
-          "cpu/memory view), fgd-gpu (GPU units only), bestfit (and any other the extender "
-          "knows)");
+          "cpu/memory view), fgd-gpu (GPU units only), fgd-learned (the service's --policy=fgd: "
+          "the task mix learned from the pods filter sees, not the trace's), bestfit (and any "
+          "other the extender knows)");
 ABSL_FLAG(std::string, json, "", "write the JSON report here");
 ABSL_FLAG(std::string, svg, "", "write an SVG plot of GPU allocation vs arrived load here");
 ABSL_FLAG(std::string, snapshot, "",

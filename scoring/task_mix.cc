@@ -200,22 +200,25 @@ bool TaskOfRequest(const Catalog& catalog, const PodRequest& request,
 
 LearnedFgdPolicy::LearnedFgdPolicy(std::shared_ptr<const Catalog> catalog,
                                    std::vector<TaskClass> seed, TaskMixOptions options,
-                                   HostFreeFn host_free)
+                                   HostFreeFn host_free,
+                                   std::vector<std::pair<std::string, std::string>> twins)
     : catalog_(std::move(catalog)),
       options_(options),
       host_free_(std::move(host_free)),
+      twins_(std::move(twins)),
       learner_(std::move(seed), options) {}
 
 absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> LearnedFgdPolicy::Create(
     std::shared_ptr<const Catalog> catalog, std::vector<TaskClass> seed, TaskMixOptions options,
-    HostFreeFn host_free) {
+    HostFreeFn host_free, std::vector<std::pair<std::string, std::string>> twins) {
   FragmentationOptions fo;
   fo.tasks = seed;
   fo.host_free = host_free;
+  fo.twins = twins;
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> first = MakeFragmentationPolicy(catalog, fo);
   if (!first.ok()) return first.status();
-  std::unique_ptr<LearnedFgdPolicy> p(
-      new LearnedFgdPolicy(std::move(catalog), std::move(seed), options, std::move(host_free)));
+  std::unique_ptr<LearnedFgdPolicy> p(new LearnedFgdPolicy(std::move(catalog), std::move(seed), options,
+                                                           std::move(host_free), std::move(twins)));
   absl::MutexLock lock(&p->mu_);
   p->current_ = std::shared_ptr<const PlacementPolicy>(*std::move(first));
   return p;
@@ -226,13 +229,27 @@ std::shared_ptr<const PlacementPolicy> LearnedFgdPolicy::Current() const {
   return current_;
 }
 
-void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& request) const {
-  std::vector<std::string> products;
-  if (auto it = pod.node_selector.find("nvidia.com/gpu.product"); it != pod.node_selector.end()) {
-    products.push_back(it->second);
+std::vector<std::string> AcceptedGpuProducts(const PodObject& pod) {
+  static constexpr absl::string_view kProduct = "nvidia.com/gpu.product";
+  if (auto it = pod.node_selector.find(std::string(kProduct)); it != pod.node_selector.end()) {
+    return {it->second};
   }
+  std::vector<std::string> products;
+  for (const std::vector<NodeSelectorRequirement>& term : pod.required_node_terms) {
+    auto in = std::find_if(term.begin(), term.end(), [](const NodeSelectorRequirement& r) {
+      return r.key == kProduct && r.op == "In";
+    });
+    if (in == term.end()) return {};  // this term lets the pod onto any product
+    products.insert(products.end(), in->values.begin(), in->values.end());
+  }
+  std::sort(products.begin(), products.end());
+  products.erase(std::unique(products.begin(), products.end()), products.end());
+  return products;
+}
+
+void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& request) const {
   TaskClass task;
-  if (!TaskOfRequest(*catalog_, request, products, &task)) return;
+  if (!TaskOfRequest(*catalog_, request, AcceptedGpuProducts(pod), &task)) return;
   if (!learner_.Observe(pod.uid, task)) return;
   {
     absl::MutexLock lock(&mu_);
@@ -242,6 +259,7 @@ void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& re
   FragmentationOptions fo;
   fo.tasks = learner_.Current();
   fo.host_free = host_free_;
+  fo.twins = twins_;
   // Every class comes from a resolved request of this catalog, or from the seed that Create
   // accepted: a failure would be a bug; the current policy then stays.
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> next = MakeFragmentationPolicy(catalog_, fo);
@@ -263,7 +281,8 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakeServicePolicy(
     std::vector<TaskClass> seed =
         options.fgd_seed.empty() ? CatalogTaskMix(*catalog) : std::move(options.fgd_seed);
     absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> p =
-        LearnedFgdPolicy::Create(std::move(catalog), std::move(seed), options.fgd_mix, MirrorHostFree);
+        LearnedFgdPolicy::Create(std::move(catalog), std::move(seed), options.fgd_mix, MirrorHostFree,
+                                 std::move(options.fgd_twins));
     if (!p.ok()) return p.status();
     return std::unique_ptr<PlacementPolicy>(*std::move(p));
   }

@@ -86,13 +86,21 @@ class TaskMixLearner {
 bool TaskOfRequest(const Catalog& catalog, const PodRequest& request,
                    const std::vector<std::string>& products, TaskClass* out);
 
+// The GPU products (label nvidia.com/gpu.product) a pod accepts, sorted, as its task class
+// records them: the nodeSelector's value; else, when every required node-affinity term
+// restricts the label with In, the union of those values (terms are ORed); else none, any
+// product. Pods that pin a model by affinity (the common form for "A100 or H100") would
+// otherwise teach fgd a mix in which they fit everywhere.
+std::vector<std::string> AcceptedGpuProducts(const PodObject& pod);
+
 class LearnedFgdPolicy final : public PlacementPolicy {
  public:
-  // The learner's mix with `host_free` (MirrorHostFree in the service); fails when the seed
-  // does not make a valid policy.
+  // The learner's mix with `host_free` (MirrorHostFree in the service) and `twins`
+  // (FragmentationOptions::twins: none in a cluster, the replayer's physical twins in a
+  // replay); fails when the seed does not make a valid policy.
   static absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> Create(
       std::shared_ptr<const Catalog> catalog, std::vector<TaskClass> seed, TaskMixOptions options,
-      HostFreeFn host_free);
+      HostFreeFn host_free, std::vector<std::pair<std::string, std::string>> twins = {});
 
   absl::string_view name() const override { return "fgd"; }
   int64_t Score(const ClusterState& state, const PodRequest& request,
@@ -111,12 +119,14 @@ class LearnedFgdPolicy final : public PlacementPolicy {
 
  private:
   LearnedFgdPolicy(std::shared_ptr<const Catalog> catalog, std::vector<TaskClass> seed,
-                   TaskMixOptions options, HostFreeFn host_free);
+                   TaskMixOptions options, HostFreeFn host_free,
+                   std::vector<std::pair<std::string, std::string>> twins);
   std::shared_ptr<const PlacementPolicy> Current() const;
 
   const std::shared_ptr<const Catalog> catalog_;
   const TaskMixOptions options_;
   const HostFreeFn host_free_;
+  const std::vector<std::pair<std::string, std::string>> twins_;
   // Observing is what a policy may do while deciding stays const (PlacementPolicy::
   // ObservePending): the learner and the published policy are internally synchronised.
   mutable TaskMixLearner learner_;
@@ -132,6 +142,9 @@ std::vector<std::string> ServicePolicyNames();
 struct ServicePolicyOptions {
   std::vector<TaskClass> fgd_seed;  // empty: CatalogTaskMix
   TaskMixOptions fgd_mix;
+  // Physical twins (FragmentationOptions::twins): the replayer's, to run the service's fgd on
+  // its traces; empty in the service.
+  std::vector<std::pair<std::string, std::string>> fgd_twins;
 };
 // PolicyNames()' policies, and "fgd": LearnedFgdPolicy seeded from `options.fgd_seed` with the
 // mirror's host view (MirrorHostFree). The decision core hands the policy the state it holds

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +21,7 @@
 #include "perf/replay_report.h"
 #include "perf/trace.h"
 #include "scoring/fragmentation_policy.h"
+#include "scoring/task_mix.h"
 #include "testsupport/paths.h"
 
 namespace gse::replay {
@@ -412,6 +415,47 @@ TEST(OpenbImport, TwinsKeepOneGpuFromServingBothWays) {
   }
 }
 
+// "fgd-learned" is the service's fgd (--policy=fgd): seeded from the catalog, it learns the
+// mix from the pods the replay's filter calls show it, products pinned by gpu_spec affinity
+// included, and places every pod the trace's own mix would let fit.
+TEST(ReplayLearnedMix, TheServicesFgdLearnsFromTheFilterCalls) {
+  absl::StatusOr<std::vector<OpenbNode>> nodes = ParseOpenbNodes(
+      "sn,cpu_milli,memory_mib,gpu,model\nn-0,64000,65536,2,T4\nn-1,64000,65536,2,V100M16\n", "nodes.csv");
+  absl::StatusOr<std::vector<OpenbPod>> pods = ParseOpenbPods(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+      "t-0,1000,1,1,1000,T4\n"
+      "t-1,1000,1,1,1000,T4\n"
+      "any-0,1000,1,1,1000,\n"
+      "v-0,1000,1,1,500,V100M16\n",
+      "pods.csv");
+  ASSERT_TRUE(nodes.ok() && pods.ok());
+  OpenbOptions oo;
+  oo.load = 0;
+  absl::StatusOr<OpenbImport> imp = ImportOpenb(*nodes, *pods, oo);
+  ASSERT_TRUE(imp.ok()) << imp.status();
+  absl::StatusOr<ReplayInput> in = PrepareInput(std::move(imp->trace), "", "");
+  ASSERT_TRUE(in.ok()) << in.status();
+  in->cluster_gpus = imp->cluster_gpus;
+
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy("fgd-learned", *in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const auto* learned = dynamic_cast<const LearnedFgdPolicy*>(p->get());
+  ASSERT_NE(learned, nullptr) << "fgd-learned is the service's policy type";
+  InProcessPlacer placer(in->catalog, *std::move(p));
+  ReplayOptions o;
+  o.policy = "fgd-learned";
+  o.keep_placements = true;
+  absl::StatusOr<RunResult> r = RunReplay(*in, placer, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->placements.size(), 4u);
+  EXPECT_EQ(r->audit.oversubscribed_units, 0);
+  EXPECT_EQ(learned->learner().observed(), 4) << "each pod counted once, however often filtered";
+  std::set<std::vector<std::string>> products;
+  for (const TaskClass& t : learned->learner().Current()) products.insert(t.products);
+  EXPECT_THAT(products, ::testing::IsSupersetOf({std::vector<std::string>{"T4"}, std::vector<std::string>{"V100M16"},
+                                                 std::vector<std::string>{}}));
+}
+
 std::vector<OpenbNode> OpenbNodes() {
   absl::StatusOr<std::string> csv =
       ReadFile(testing::SharedPath("traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"));
@@ -472,9 +516,9 @@ TEST(ReplayHttp, SamePlacementsAsInProcess) {
     EXPECT_GT(http.latency.at("bind").count, 0);
   }
   const ReplayInput in = OpenbInput(3, 0.015, false);
-  for (const char* policy : {"fgd", "affinity-pack"}) {
+  for (const char* policy : {"fgd", "fgd-learned", "affinity-pack"}) {
     const RunResult local = RunInProcess(in, policy);
-    const RunResult http = RunHttp(in, policy, {}, /*node_cache_capable=*/std::string(policy) == "fgd");
+    const RunResult http = RunHttp(in, policy, {}, /*node_cache_capable=*/absl::StartsWith(policy, "fgd"));
     ASSERT_GT(local.placements.size(), 20u);
     EXPECT_EQ(http.placements, local.placements) << policy;
     EXPECT_EQ(http.audit.oversubscribed_units, 0) << policy;

@@ -3,7 +3,9 @@
 // cpu.
 #include "scoring/task_mix.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -189,6 +191,53 @@ TEST(LearnedFgdPolicy, LearnsThatTasksNeedCpuAndPlacesAccordingly) {
   EXPECT_GT(WeightOf((*policy)->learner().Current(), kGpu, 1), 0.8);
   const std::vector<int64_t> after = core.Prioritize(GpuPod("probe", 2000), nodes);
   EXPECT_GT(after[1], after[0]) << "b's idle GPUs are stranded by its cpu: the pod goes there";
+}
+
+TEST(AcceptedGpuProducts, FromTheNodeSelectorElseFromEveryRequiredTerm) {
+  const std::string kProduct = "nvidia.com/gpu.product";
+  auto req = [&](const std::string& key, const std::string& op, std::vector<std::string> values) {
+    return NodeSelectorRequirement{key, op, std::move(values)};
+  };
+  PodObject pod = GpuPod("p", 1000);
+  EXPECT_TRUE(AcceptedGpuProducts(pod).empty()) << "no constraint: any product";
+
+  pod.required_node_terms = {{req("zone", "In", {"a"}), req(kProduct, "In", {"H100", "A100"})},
+                             {req(kProduct, "In", {"A100", "L40S"})}};
+  EXPECT_EQ(AcceptedGpuProducts(pod), (std::vector<std::string>{"A100", "H100", "L40S"}))
+      << "terms are ORed: the union, sorted, once each";
+
+  pod.required_node_terms.push_back({req("zone", "In", {"b"})});
+  EXPECT_TRUE(AcceptedGpuProducts(pod).empty()) << "a term without the product admits any";
+
+  pod.required_node_terms = {{req(kProduct, "NotIn", {"T4"})}};
+  EXPECT_TRUE(AcceptedGpuProducts(pod).empty()) << "NotIn names what is refused, not what is accepted";
+
+  pod.node_selector[kProduct] = "H100";
+  pod.required_node_terms = {{req(kProduct, "In", {"A100"})}};
+  EXPECT_EQ(AcceptedGpuProducts(pod), (std::vector<std::string>{"H100"})) << "the nodeSelector comes first";
+}
+
+// A pod pinned to a product by required affinity teaches a class of that product, as one
+// pinned by nodeSelector does.
+TEST(LearnedFgdPolicy, LearnsTheProductsAPodAcceptsByAffinity) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  NodesWithBusyCpuOnB(mirror, {"a"});
+  TaskMixOptions o;
+  o.republish_every = 1;
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DecisionCore core(&mirror, policy->get());
+  PodObject pinned = GpuPod("pinned", 1000);
+  pinned.required_node_terms = {{NodeSelectorRequirement{"nvidia.com/gpu.product", "In", {"NVIDIA-A100"}}}};
+  core.Filter(pinned, {"a"});
+  ASSERT_EQ((*policy)->learner().observed(), 1);
+  bool learned = false;
+  for (const TaskClass& t : (*policy)->learner().Current()) {
+    learned |= t.resource == kGpu && t.products == std::vector<std::string>{"NVIDIA-A100"};
+  }
+  EXPECT_TRUE(learned) << "no class of nvidia.com/gpu on NVIDIA-A100 in the learned mix";
 }
 
 // When kube-scheduler sends every pod (DecisionCore::Options::every_pod), fgd's best node
