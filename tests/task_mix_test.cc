@@ -284,6 +284,97 @@ TEST(DecisionCore, SeeingEveryPodFgdNamesItsBestNodeOutright) {
 // Filters (which teach the mix and republish the policy) and prioritizes (which decide on a
 // snapshot) from several threads at once: no race (the TSan build runs this), every pod
 // counted once.
+
+// Seeing every pod, fgd names the node whose placement adds the least fragmentation
+// (PlacementPolicy::Preference, fgd's continuous value), not merely the first by name among
+// the nodes its 11 levels rank alike: FGD's own choice. Checked over a sequence of placements
+// on nodes that fill up differently; at least one call must name a node other than the
+// lowest-named of its top level (else the finer order was never needed here).
+TEST(DecisionCore, SeeingEveryPodFgdNamesTheLeastFragmentingNodeOfItsTopLevel) {
+  // MPS GPUs of 100 shares: placements differ by a few hundredths of a GPU, finer than the
+  // 11 levels.
+  std::vector<Offering> offerings(1);
+  offerings[0].resource = kMps;
+  offerings[0].sharing = Sharing::kMps;
+  offerings[0].replicas = 100;
+  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto catalog = std::make_shared<const Catalog>(*std::move(built));
+  Mirror mirror(catalog, MirrorOptions{});
+  std::vector<std::string> names;
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (int i = 0; i < 6; ++i) {
+      NodeObject n;
+      n.name = absl::StrCat("n", i);
+      n.allocatable_milli[kMps] = 100000 * (1 + i % 3);  // 1 to 3 GPUs
+      n.allocatable_milli["cpu"] = 64000;
+      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+      n.allocatable_milli["pods"] = 110000;
+      b.nodes.push_back(n);
+      names.push_back(n.name);
+    }
+    s.ApplyBatch(b);
+    return true;
+  });
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> fgd = LearnedFgdPolicy::Create(
+      catalog, {Task(kMps, 25), Task(kMps, 50), Task(kMps, 100)}, TaskMixOptions{}, MirrorHostFree);
+  ASSERT_TRUE(fgd.ok()) << fgd.status();
+  DecisionCore plain(&mirror, fgd->get());
+  DecisionCore every_pod(&mirror, fgd->get(), DecisionCore::Options{/*every_pod=*/true});
+  const std::vector<absl::string_view> candidates(names.begin(), names.end());
+  auto pod = [](int i, int64_t shares) {
+    PodObject p;
+    p.name = absl::StrCat("p", i);
+    p.namespace_name = "team-a";
+    p.uid = p.name + "-uid";
+    p.containers.push_back({"c", {{kMps, shares * 1000}}, {{kMps, shares * 1000}}});
+    return p;
+  };
+  // The last-named nodes start part-used: the nodes a packing policy wants are not the first
+  // by name.
+  for (const auto& [node, shares] : std::vector<std::pair<std::string, int64_t>>{{"n5", 45}, {"n4", 70}}) {
+    const PodObject p = pod(-static_cast<int>(shares), shares);
+    const DecisionCore::Resolved r = plain.Resolve(p);
+    ASSERT_TRUE(plain.Reserve(PodClaim{"team-a/" + p.name, p.uid, "team-a", "team-a"}, r.request, node)
+                    .assignment.ok());
+  }
+  int finer = 0;
+  for (int i = 0; i < 16; ++i) {  // 16 pods of 10-60 shares; the nodes hold 1,200
+    const PodObject p = pod(i, std::vector<int64_t>{10, 20, 30, 45, 60}[(i * 7) % 5]);
+    const std::vector<int64_t> levels = plain.Prioritize(p, candidates);
+    const std::vector<int64_t> named = every_pod.Prioritize(p, candidates);
+    const int64_t top = *std::max_element(levels.begin(), levels.end());
+    const auto winner = std::find(named.begin(), named.end(), kMaxExtenderPriority);
+    ASSERT_NE(winner, named.end()) << "pod " << i << ": nobody named";
+    const size_t w = static_cast<size_t>(winner - named.begin());
+    EXPECT_EQ(levels[w], top) << "pod " << i;
+    mirror.Read([&](const ClusterState& s) {
+      const PodRequest r = ResolvePodRequest(s.catalog(), p, "team-a");
+      const std::shared_ptr<const PlacementPolicy> policy = (*fgd)->Snapshot();
+      const double best = *policy->Preference(s, r, *s.FindNode(names[w]));
+      std::optional<size_t> lowest_of_top;
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (levels[k] != top) continue;
+        if (!lowest_of_top) lowest_of_top = k;
+        const std::optional<double> other = policy->Preference(s, r, *s.FindNode(names[k]));
+        if (!other) {
+          ADD_FAILURE() << names[k] << " scored " << top << " but has no preference";
+          continue;
+        }
+        EXPECT_GE(best, *other - 1e-9) << "pod " << i << ": " << names[w] << " named, " << names[k] << " better";
+      }
+      finer += lowest_of_top != w ? 1 : 0;
+      return 0;
+    });
+    const DecisionCore::Resolved r = every_pod.Resolve(p);
+    ReserveDecision d = every_pod.Reserve(PodClaim{"team-a/" + p.name, p.uid, "team-a", "team-a"}, r.request, names[w]);
+    ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  }
+  EXPECT_GT(finer, 0) << "every named node was also the lowest-named of its level";
+}
+
 TEST(LearnedFgdPolicy, LearnsAndDecidesFromManyThreads) {
   auto catalog = TestCatalog();
   Mirror mirror(catalog, MirrorOptions{});
