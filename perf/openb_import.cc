@@ -449,6 +449,10 @@ absl::StatusOr<OpenbImport> ImportOpenb(const std::vector<OpenbNode>& nodes,
   } else {
     for (size_t i = 0; i < pods.size(); ++i) drawn.emplace_back(i, 0);
   }
+  if (o.shuffle) {
+    Rng order_rng(o.seed * 0xd6e8feb86659fd93ull + 13);
+    for (size_t i = drawn.size(); i > 1; --i) std::swap(drawn[i - 1], drawn[order_rng.Below(i)]);
+  }
 
   // ---- pods
   Rng project_rng(o.seed * 0x9e3779b97f4a7c15ull + 7);

@@ -81,6 +81,9 @@ struct OpenbOptions {
   int32_t mps_replicas = 100;
   int32_t ts_replicas = 4;
   double load = 1.3;          // <= 0: the file once, in order
+  // Submit the drawn pods in a seeded random order instead of file order: the FGD simulator's
+  // --shuffle-pod=true, with which its published figures were made.
+  bool shuffle = false;
   uint64_t seed = 1;
   double quota_factor = 1.0;  // MIG mapping only; <= 0: no quotas
   std::vector<ProjectShare> projects;  // empty: one project "default"

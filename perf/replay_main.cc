@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, helios, GSE_REPLAY_SHARED_DIR "/traces/helios/Earth_gpu_n
 ABSL_FLAG(bool, mig, false,
           "openb: MIG mapping (A100/H100, MIG slices time-sliced, project quotas) instead of "
           "whole GPUs + MPS shares");
+ABSL_FLAG(bool, openb_shuffle, false,
+          "openb: submit the pods in a seeded random order, as the FGD simulator's published "
+          "runs do (--shuffle-pod=true), instead of file order");
 ABSL_FLAG(double, load, 1.3,
           "openb: resample pods (seeded) until the arrived GPU request reaches this share of "
           "the cluster's GPUs, then submit them in file order (the FGD method); 0 = the file "
@@ -126,10 +129,11 @@ absl::StatusOr<ReplayInput> BuildInput(uint64_t seed, const std::vector<OpenbNod
     o.mps_replicas = absl::GetFlag(FLAGS_mps_replicas);
     o.ts_replicas = absl::GetFlag(FLAGS_ts_replicas);
     o.load = absl::GetFlag(FLAGS_load);
+    o.shuffle = absl::GetFlag(FLAGS_openb_shuffle);
     o.seed = seed;
     o.quota_factor = absl::GetFlag(FLAGS_quota_factor);
     o.projects = projects;
-    o.source = absl::StrCat("openb ", absl::GetFlag(FLAGS_openb_pods), o.mig ? " (MIG)" : "", " seed ", seed,
+    o.source = absl::StrCat("openb ", absl::GetFlag(FLAGS_openb_pods), o.mig ? " (MIG)" : "", o.shuffle ? " shuffled" : "", " seed ", seed,
                             " load ", o.load);
     absl::StatusOr<OpenbImport> imp = ImportOpenb(*nodes, *pods, o);
     if (!imp.ok()) return imp.status();
@@ -255,13 +259,15 @@ int Main() {
   if (openb) {
     std::string pods_name = absl::GetFlag(FLAGS_openb_pods);
     if (size_t slash = pods_name.rfind('/'); slash != std::string::npos) pods_name = pods_name.substr(slash + 1);
-    ctx.title = absl::StrFormat("%s%s, arrival %.0f%%", pods_name, absl::GetFlag(FLAGS_mig) ? " (MIG)" : "",
-                                100 * absl::GetFlag(FLAGS_load));
+    ctx.title = absl::StrFormat("%s%s, arrival %.0f%%%s", pods_name, absl::GetFlag(FLAGS_mig) ? " (MIG)" : "",
+                                100 * absl::GetFlag(FLAGS_load),
+                                absl::GetFlag(FLAGS_openb_shuffle) ? ", shuffled order" : "");
     ctx.input["openb_nodes"] = absl::GetFlag(FLAGS_openb_nodes);
     ctx.input["openb_pods"] = absl::GetFlag(FLAGS_openb_pods);
     ctx.input["helios"] = absl::GetFlag(FLAGS_helios);
     ctx.input["mapping"] = absl::GetFlag(FLAGS_mig) ? "mig" : "gpu+mps";
     ctx.input["load"] = absl::StrCat(absl::GetFlag(FLAGS_load));
+    ctx.input["order"] = absl::GetFlag(FLAGS_openb_shuffle) ? "shuffled" : "file";
   } else {
     ctx.title = absl::StrCat("trace ", absl::GetFlag(FLAGS_trace));
     ctx.input["trace"] = absl::GetFlag(FLAGS_trace);

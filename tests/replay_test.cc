@@ -492,6 +492,32 @@ ReplayInput OpenbInput(uint64_t seed, double load, bool mig) {
   return *std::move(in);
 }
 
+// --openb-shuffle (the FGD simulator's --shuffle-pod=true): the same pods as file order, in a
+// seeded random order — the same order for the same seed, another for another seed.
+TEST(OpenbImport, ShuffleSubmitsTheSamePodsInASeededOrder) {
+  auto names = [](uint64_t seed, bool shuffle) {
+    OpenbOptions o;
+    o.seed = seed;
+    o.load = 0.05;
+    o.shuffle = shuffle;
+    absl::StatusOr<OpenbImport> imp = ImportOpenb(OpenbNodes(), OpenbPods(), o);
+    EXPECT_TRUE(imp.ok()) << imp.status();
+    std::vector<std::string> out;
+    if (!imp.ok()) return out;
+    for (const Event& ev : imp->trace.events) {
+      if (ev.type == EventType::kPodArrive) out.push_back(ev.pod.name);
+    }
+    return out;
+  };
+  const std::vector<std::string> file_order = names(5, false);
+  const std::vector<std::string> shuffled = names(5, true);
+  ASSERT_GT(file_order.size(), 100u);
+  EXPECT_NE(shuffled, file_order);
+  EXPECT_THAT(shuffled, ::testing::UnorderedElementsAreArray(file_order));
+  EXPECT_EQ(names(5, true), shuffled);
+  EXPECT_NE(names(6, true), shuffled);
+}
+
 TEST(ReplayDeterminism, SameSeedSamePlacementsOtherSeedOthers) {
   const RunResult a = RunInProcess(OpenbInput(7, 0.03, false), "fgd");
   const RunResult b = RunInProcess(OpenbInput(7, 0.03, false), "fgd");
