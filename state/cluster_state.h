@@ -195,6 +195,27 @@ struct RoomRow {
   }
 };
 
+// The DRA allocator's predicted pick for one device of a DRA-backed shared offering on one
+// node (DraState::PredictExtendedResourcePick, sorted walk, count 1), in the node offering's
+// terms: filter checks it on every DRA candidate (DraPredictedVerdict), so it is derived with
+// the units instead of walking the node's slices and claims per request.
+struct DraPick {
+  enum Kind : uint8_t {
+    kNotDerived,    // not kept for this node offering: filter predicts it on the spot
+    kUnits,         // the allocator picks the devices of `units`
+    kNoDevice,      // no device fits
+    kNoPrediction,  // not predicted: `reason`
+  };
+  Kind kind = kNotDerived;
+  // kUnits: for each predicted device, the indexes i with unit_devices[i] naming it (none
+  // when no unit is that device).
+  std::vector<int32_t> units;
+  std::string reason;
+  bool operator==(const DraPick& o) const {
+    return kind == o.kind && units == o.units && reason == o.reason;
+  }
+};
+
 // One offering as one node provides it. Hot fields (read for every candidate node) first.
 struct NodeOffering {
   OfferingId offering = kNoOffering;
@@ -222,6 +243,11 @@ struct NodeOffering {
   bool dra = false;
   std::vector<std::string> unit_devices;
   std::string dra_problem;
+  // DRA-backed shared offerings: the allocator's pick as of the last derivation. Every DRA
+  // object change that may alter it derives the node again (dra_nodes.cc), and the node's
+  // fingerprint covers the prediction, so it is never stale; Audit predicts again and compares.
+  // kNotDerived elsewhere (exclusive offerings, units kept after the node stopped offering).
+  DraPick dra_pick;
 };
 
 // A node's cpu, memory and pod slots: what status.allocatable offers, or what the pods bound
@@ -491,6 +517,12 @@ class ClusterState {
   // when the mirror has it allocated on `node` for that pod and not terminating, else "".
   std::string DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
                                  absl::string_view claim_key = "") const;
+  // The DRA allocator's pick for one device of `no` (a DRA-backed offering of `node`) from the
+  // mirrored DRA objects now, as NodeOffering::dra_pick keeps it: what filter falls back to
+  // when none is kept, and what Audit compares the kept one with.
+  DraPick DraPickNow(const NodeState& node, const NodeOffering& no) const;
+  // A prediction in a node offering's terms (NodeOffering::dra_pick).
+  static DraPick DraPickOf(const DraPrediction& p, const std::vector<std::string>& unit_devices);
   // Catalog drift (DraState::Drift) against this state's catalog.
   std::vector<std::string> DraDrift() const { return dra_.Drift(*catalog_); }
 
