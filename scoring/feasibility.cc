@@ -408,6 +408,7 @@ bool OwnsFreeTicketAnywhere(const ClusterState& state, const Offering& offering,
   return project != kNoProject && state.OwnedUnitsWithRoom(project, offering.id) > 0;
 }
 
+
 }  // namespace
 
 bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project) {
@@ -449,6 +450,20 @@ FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offerin
     }
   }
   return FitReason::kFits;
+}
+
+FitReason DraRowVerdict(int32_t dra, ProjectId project) {
+  switch (dra) {
+    case kDraRowNone:
+    case kDraRowFree:
+      return FitReason::kFits;
+    case kDraRowTaken:
+      return FitReason::kDraDeviceOfOtherProject;
+    case kDraRowNoDevice:
+      return FitReason::kNoFreeUnit;
+    default:  // the one owner of the predicted units
+      return dra == project ? FitReason::kFits : FitReason::kDraDeviceOfOtherProject;
+  }
 }
 
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
@@ -497,7 +512,9 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
   const RoomRow* rows = state.RoomRows(offering.id);
   std::vector<bool> via_owned(nodes.size(), false);
   // DRA mode: a shared offering's passing DRA nodes are checked against the allocator's
-  // predicted pick (DraPredictedVerdict). Without DRA mode nothing more is read per node.
+  // predicted pick, from the room row (DraRowVerdict) unless only the node can tell
+  // (DraPredictedVerdict: no pick kept, or no prediction and why). Without DRA mode nothing
+  // more is read per node.
   const bool dra_shared = state.options().dra && offering.shared();
   bool owned_on_candidate = false;
   bool any_fits = false;
@@ -513,10 +530,14 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
     } else {
       v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     }
-    if (dra_shared && v.reason == FitReason::kFits) {
-      std::string why;
-      v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);
-      if (!why.empty()) out.dra_unpredicted.emplace_back(i, std::move(why));
+    if (dra_shared && v.reason == FitReason::kFits && row.dra != kDraRowNone) {
+      if (row.dra == kDraRowReadNode) {
+        std::string why;
+        v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);
+        if (!why.empty()) out.dra_unpredicted.emplace_back(i, std::move(why));
+      } else {
+        v.reason = DraRowVerdict(row.dra, project);
+      }
     }
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;

@@ -164,6 +164,16 @@ enum class Availability : uint8_t {
   kAgentStale,   // the node's agent stopped renewing its heartbeat Lease (NodeState::agent_stale)
 };
 
+// RoomRow::dra: what filter's DRA check (scoring/feasibility.h DraPredictedVerdict) needs of a
+// node offering's predicted pick (NodeOffering::dra_pick) and the units it names. Values from
+// kNoProject up: every predicted unit that has holders is held by that one project (the check
+// passes for it, fails for any other). Below it:
+inline constexpr int32_t kDraRowNone = -2;      // not DRA-backed: nothing to check
+inline constexpr int32_t kDraRowReadNode = -3;  // no pick kept, or no prediction: read the node
+inline constexpr int32_t kDraRowFree = -4;      // the predicted units hold nobody
+inline constexpr int32_t kDraRowTaken = -5;     // a user-made claim, or several owners, hold them
+inline constexpr int32_t kDraRowNoDevice = -6;  // the model predicts that no device fits
+
 // What a filter reads of one (node, offering) when nothing is evicted, and what the policies
 // grade an exclusive or time-sliced placement by, packed into a dense table per offering with
 // one row per node slot (NodeState::slot): a 5,000-name filter or prioritize reads 5,000 rows
@@ -178,6 +188,9 @@ struct RoomRow {
   int32_t max_free = 0;
   int32_t max_free_empty = 0;
   int32_t live_units = 0;
+  // kDraRow* or the one owner of the predicted units (above). In what was the padding after
+  // live_units: the row stays 40 bytes, and a DRA candidate costs no read of its node.
+  int32_t dra = kDraRowNone;
   uint64_t low_owners = 0;
   uint64_t low_with_room = 0;
   // Whether the bits answer Owns/OwnsWithRoom for `project` (not for an id of 64 or more on
@@ -190,7 +203,7 @@ struct RoomRow {
     return availability == o.availability && high_owners == o.high_owners &&
            node_busy == o.node_busy && agent_gate == o.agent_gate &&
            empty_units == o.empty_units && max_free == o.max_free &&
-           max_free_empty == o.max_free_empty && live_units == o.live_units &&
+           max_free_empty == o.max_free_empty && live_units == o.live_units && dra == o.dra &&
            low_owners == o.low_owners && low_with_room == o.low_with_room;
   }
 };
@@ -217,6 +230,10 @@ struct DraPick {
 };
 
 // One offering as one node provides it. Hot fields (read for every candidate node) first.
+struct NodeOffering;
+// RoomRow::dra of a node offering (kDraRowNone when it is not DRA-backed).
+int32_t DraRowOf(const NodeOffering& no);
+
 struct NodeOffering {
   OfferingId offering = kNoOffering;
   int32_t advertised_units = 0;  // units allocatable now: allocatable / replicas
