@@ -264,6 +264,7 @@ struct NodeOffering {
   // object change that may alter it derives the node again (dra_nodes.cc), and the node's
   // fingerprint covers the prediction, so it is never stale; Audit predicts again and compares.
   // kNotDerived elsewhere (exclusive offerings, units kept after the node stopped offering).
+  // Written only under the writer lock (ApplyNode), as everything in ClusterState.
   DraPick dra_pick;
 };
 

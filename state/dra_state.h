@@ -24,7 +24,10 @@
 //
 // Thread-safety: DraSelector is immutable and thread-safe. DraState is not synchronized: it is
 // meant to live inside ClusterState and be used only under ClusterState's lock (writers
-// exclusive, const readers shared). Nothing here blocks or allocates without bound: inputs
+// exclusive, const readers shared; Mirror::state_ is ABSL_GUARDED_BY(mu_)). Its derived
+// structures (indexes, parsed selectors, the name -> class map) are written by the mutators
+// alone, never filled lazily by a const lookup, so that lock covers them and readers in
+// parallel share them without one of their own. Nothing here blocks or allocates without bound: inputs
 // were bounded by the decoders.
 #ifndef GSE_STATE_DRA_STATE_H_
 #define GSE_STATE_DRA_STATE_H_
