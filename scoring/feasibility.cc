@@ -408,6 +408,7 @@ bool OwnsFreeTicketAnywhere(const ClusterState& state, const Offering& offering,
   return project != kNoProject && state.OwnedUnitsWithRoom(project, offering.id) > 0;
 }
 
+
 }  // namespace
 
 bool UnitAdmitsProject(const Unit& unit, const Offering& offering, ProjectId project) {
@@ -419,33 +420,50 @@ FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offerin
                               std::string* no_prediction) {
   const NodeOffering* no = node != nullptr ? node->Find(offering.id) : nullptr;
   if (no == nullptr || !no->dra) return FitReason::kFits;
-  const DraDeviceClass* cls = state.dra().ClassForResource(offering.resource);
-  if (cls == nullptr) {
-    if (no_prediction != nullptr) *no_prediction = absl::StrCat("no DeviceClass maps ", offering.resource);
-    return FitReason::kFits;
+  // The pick derived with the node's units (NodeOffering::dra_pick): read on every candidate
+  // of every filter, so it is not predicted again here unless none was kept.
+  DraPick now;
+  const DraPick* pick = &no->dra_pick;
+  if (pick->kind == DraPick::kNotDerived) {
+    now = state.DraPickNow(*node, *no);
+    pick = &now;
   }
-  const DraPrediction p =
-      state.dra().PredictExtendedResourcePick(cls->name, node->name, 1, DraPredictOptions{});
-  // No prediction (the walk is not deterministic or not modelled): not guessed; the node
-  // passes and bind checks the device the allocator really picked.
-  if (p.kind == DraPrediction::kNoPrediction) {
-    if (no_prediction != nullptr) *no_prediction = p.reason;
-    return FitReason::kFits;
+  switch (pick->kind) {
+    case DraPick::kNotDerived:  // never (DraPickNow derives)
+    case DraPick::kNoPrediction:
+      // No prediction (the walk is not deterministic or not modelled): not guessed; the node
+      // passes and bind checks the device the allocator really picked.
+      if (no_prediction != nullptr) *no_prediction = pick->reason;
+      return FitReason::kFits;
+    case DraPick::kNoDevice:
+      return FitReason::kNoFreeUnit;
+    case DraPick::kUnits:
+      break;
   }
-  if (p.kind == DraPrediction::kNoDevice) return FitReason::kNoFreeUnit;
-  for (const DraDeviceId& id : p.devices) {
-    const std::string device = id.ToString();
-    for (size_t i = 0; i < no->unit_devices.size() && i < no->units.size(); ++i) {
-      if (no->unit_devices[i] != device) continue;
-      const Unit& unit = no->units[i];
-      // A user-made claim's device (Unit::user_claimed), or holders of another project or
-      // of several (owner kNoProject with holders).
-      if (unit.user_claimed || (!unit.Empty() && unit.owner != project)) {
-        return FitReason::kDraDeviceOfOtherProject;
-      }
+  for (const int32_t i : pick->units) {
+    if (static_cast<size_t>(i) >= no->units.size()) continue;
+    const Unit& unit = no->units[static_cast<size_t>(i)];
+    // A user-made claim's device (Unit::user_claimed), or holders of another project or of
+    // several (owner kNoProject with holders).
+    if (unit.user_claimed || (!unit.Empty() && unit.owner != project)) {
+      return FitReason::kDraDeviceOfOtherProject;
     }
   }
   return FitReason::kFits;
+}
+
+FitReason DraRowVerdict(int32_t dra, ProjectId project) {
+  switch (dra) {
+    case kDraRowNone:
+    case kDraRowFree:
+      return FitReason::kFits;
+    case kDraRowTaken:
+      return FitReason::kDraDeviceOfOtherProject;
+    case kDraRowNoDevice:
+      return FitReason::kNoFreeUnit;
+    default:  // the one owner of the predicted units
+      return dra == project ? FitReason::kFits : FitReason::kDraDeviceOfOtherProject;
+  }
 }
 
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
@@ -494,7 +512,9 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
   const RoomRow* rows = state.RoomRows(offering.id);
   std::vector<bool> via_owned(nodes.size(), false);
   // DRA mode: a shared offering's passing DRA nodes are checked against the allocator's
-  // predicted pick (DraPredictedVerdict). Without DRA mode nothing more is read per node.
+  // predicted pick, from the room row (DraRowVerdict) unless only the node can tell
+  // (DraPredictedVerdict: no pick kept, or no prediction and why). Without DRA mode nothing
+  // more is read per node.
   const bool dra_shared = state.options().dra && offering.shared();
   bool owned_on_candidate = false;
   bool any_fits = false;
@@ -510,10 +530,14 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
     } else {
       v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     }
-    if (dra_shared && v.reason == FitReason::kFits) {
-      std::string why;
-      v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);
-      if (!why.empty()) out.dra_unpredicted.emplace_back(i, std::move(why));
+    if (dra_shared && v.reason == FitReason::kFits && row.dra != kDraRowNone) {
+      if (row.dra == kDraRowReadNode) {
+        std::string why;
+        v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);
+        if (!why.empty()) out.dra_unpredicted.emplace_back(i, std::move(why));
+      } else {
+        v.reason = DraRowVerdict(row.dra, project);
+      }
     }
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;

@@ -86,6 +86,10 @@ NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const No
 FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offering,
                               ProjectId project, const NodeState* node,
                               std::string* no_prediction = nullptr);
+// DraPredictedVerdict as the room row tells it (RoomRow::dra, any value but kDraRowReadNode,
+// where the node must be read): what FilterNodes uses, so that a DRA candidate costs no read
+// of its node. kFits for kDraRowNone (not DRA-backed).
+FitReason DraRowVerdict(int32_t dra, ProjectId project);
 
 // Filter over the candidate list: CheckNode per node, then the cross-node affinity rule (I3):
 // for a time-sliced request, when some candidate node has a unit owned by the project with a

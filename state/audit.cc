@@ -44,6 +44,7 @@ class Auditor {
     CheckHostView();
     // DRA mode: the DRA model's per-node indexes against a recount of its objects.
     for (const std::string& p : s_.dra_.CheckIndexes()) Problem("DRA index: ", p);
+    CheckDraPicks();
     return std::move(report_);
   }
 
@@ -202,6 +203,26 @@ class Auditor {
 
   // I1 and I2 per unit from the recount, the unit's own counters and owner against it, and
   // the recounted usage per (project, offering).
+  // DRA mode: every kept NodeOffering::dra_pick against a prediction from the DRA objects now
+  // (a DRA change that missed re-deriving a node leaves its pick stale).
+  void CheckDraPicks() {
+    for (const auto& entry : s_.nodes_) {
+      for (const NodeOffering& no : entry.second->offerings) {
+        if (no.dra_pick.kind == DraPick::kNotDerived) continue;
+        const DraPick now = s_.DraPickNow(*entry.second, no);
+        if (no.dra_pick == now) continue;
+        ++report_.stale_summaries;
+        Problem("DRA pick of ", entry.first, " ", s_.catalog_->Get(no.offering).resource,
+                ": kept ", DescribePick(no.dra_pick), ", predicted now ", DescribePick(now));
+      }
+    }
+  }
+
+  static std::string DescribePick(const DraPick& p) {
+    return absl::StrCat(static_cast<int>(p.kind), " [", absl::StrJoin(p.units, ","), "] '",
+                        p.reason, "'");
+  }
+
   void CheckUnits() {
     const Count empty{};
     for (const auto& entry : s_.nodes_) {

@@ -164,6 +164,16 @@ enum class Availability : uint8_t {
   kAgentStale,   // the node's agent stopped renewing its heartbeat Lease (NodeState::agent_stale)
 };
 
+// RoomRow::dra: what filter's DRA check (scoring/feasibility.h DraPredictedVerdict) needs of a
+// node offering's predicted pick (NodeOffering::dra_pick) and the units it names. Values from
+// kNoProject up: every predicted unit that has holders is held by that one project (the check
+// passes for it, fails for any other). Below it:
+inline constexpr int32_t kDraRowNone = -2;      // not DRA-backed: nothing to check
+inline constexpr int32_t kDraRowReadNode = -3;  // no pick kept, or no prediction: read the node
+inline constexpr int32_t kDraRowFree = -4;      // the predicted units hold nobody
+inline constexpr int32_t kDraRowTaken = -5;     // a user-made claim, or several owners, hold them
+inline constexpr int32_t kDraRowNoDevice = -6;  // the model predicts that no device fits
+
 // What a filter reads of one (node, offering) when nothing is evicted, and what the policies
 // grade an exclusive or time-sliced placement by, packed into a dense table per offering with
 // one row per node slot (NodeState::slot): a 5,000-name filter or prioritize reads 5,000 rows
@@ -178,6 +188,9 @@ struct RoomRow {
   int32_t max_free = 0;
   int32_t max_free_empty = 0;
   int32_t live_units = 0;
+  // kDraRow* or the one owner of the predicted units (above). In what was the padding after
+  // live_units: the row stays 40 bytes, and a DRA candidate costs no read of its node.
+  int32_t dra = kDraRowNone;
   uint64_t low_owners = 0;
   uint64_t low_with_room = 0;
   // Whether the bits answer Owns/OwnsWithRoom for `project` (not for an id of 64 or more on
@@ -190,12 +203,37 @@ struct RoomRow {
     return availability == o.availability && high_owners == o.high_owners &&
            node_busy == o.node_busy && agent_gate == o.agent_gate &&
            empty_units == o.empty_units && max_free == o.max_free &&
-           max_free_empty == o.max_free_empty && live_units == o.live_units &&
+           max_free_empty == o.max_free_empty && live_units == o.live_units && dra == o.dra &&
            low_owners == o.low_owners && low_with_room == o.low_with_room;
   }
 };
 
+// The DRA allocator's predicted pick for one device of a DRA-backed shared offering on one
+// node (DraState::PredictExtendedResourcePick, sorted walk, count 1), in the node offering's
+// terms: filter checks it on every DRA candidate (DraPredictedVerdict), so it is derived with
+// the units instead of walking the node's slices and claims per request.
+struct DraPick {
+  enum Kind : uint8_t {
+    kNotDerived,    // not kept for this node offering: filter predicts it on the spot
+    kUnits,         // the allocator picks the devices of `units`
+    kNoDevice,      // no device fits
+    kNoPrediction,  // not predicted: `reason`
+  };
+  Kind kind = kNotDerived;
+  // kUnits: for each predicted device, the indexes i with unit_devices[i] naming it (none
+  // when no unit is that device).
+  std::vector<int32_t> units;
+  std::string reason;
+  bool operator==(const DraPick& o) const {
+    return kind == o.kind && units == o.units && reason == o.reason;
+  }
+};
+
 // One offering as one node provides it. Hot fields (read for every candidate node) first.
+struct NodeOffering;
+// RoomRow::dra of a node offering (kDraRowNone when it is not DRA-backed).
+int32_t DraRowOf(const NodeOffering& no);
+
 struct NodeOffering {
   OfferingId offering = kNoOffering;
   int32_t advertised_units = 0;  // units allocatable now: allocatable / replicas
@@ -222,6 +260,12 @@ struct NodeOffering {
   bool dra = false;
   std::vector<std::string> unit_devices;
   std::string dra_problem;
+  // DRA-backed shared offerings: the allocator's pick as of the last derivation. Every DRA
+  // object change that may alter it derives the node again (dra_nodes.cc), and the node's
+  // fingerprint covers the prediction, so it is never stale; Audit predicts again and compares.
+  // kNotDerived elsewhere (exclusive offerings, units kept after the node stopped offering).
+  // Written only under the writer lock (ApplyNode), as everything in ClusterState.
+  DraPick dra_pick;
 };
 
 // A node's cpu, memory and pod slots: what status.allocatable offers, or what the pods bound
@@ -491,6 +535,12 @@ class ClusterState {
   // when the mirror has it allocated on `node` for that pod and not terminating, else "".
   std::string DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
                                  absl::string_view claim_key = "") const;
+  // The DRA allocator's pick for one device of `no` (a DRA-backed offering of `node`) from the
+  // mirrored DRA objects now, as NodeOffering::dra_pick keeps it: what filter falls back to
+  // when none is kept, and what Audit compares the kept one with.
+  DraPick DraPickNow(const NodeState& node, const NodeOffering& no) const;
+  // A prediction in a node offering's terms (NodeOffering::dra_pick).
+  static DraPick DraPickOf(const DraPrediction& p, const std::vector<std::string>& unit_devices);
   // Catalog drift (DraState::Drift) against this state's catalog.
   std::vector<std::string> DraDrift() const { return dra_.Drift(*catalog_); }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "state/cluster_state.h"
 
 namespace gse {
@@ -134,6 +135,43 @@ DraNodeKind ClusterState::KindOf(const NodeState& node, OfferingId offering) {
   const NodeOffering* no = node.Find(offering);
   if (no == nullptr || no->advertised_name.empty()) return DraNodeKind::kNone;
   return no->dra ? DraNodeKind::kDra : DraNodeKind::kDevicePlugin;
+}
+
+DraPick ClusterState::DraPickOf(const DraPrediction& p,
+                                const std::vector<std::string>& unit_devices) {
+  DraPick out;
+  switch (p.kind) {
+    case DraPrediction::kNoPrediction:
+      out.kind = DraPick::kNoPrediction;
+      out.reason = p.reason;
+      return out;
+    case DraPrediction::kNoDevice:
+      out.kind = DraPick::kNoDevice;
+      return out;
+    case DraPrediction::kDevices:
+      break;
+  }
+  out.kind = DraPick::kUnits;
+  for (const DraDeviceId& id : p.devices) {
+    const std::string device = id.ToString();
+    for (size_t i = 0; i < unit_devices.size(); ++i) {
+      if (unit_devices[i] == device) out.units.push_back(static_cast<int32_t>(i));
+    }
+  }
+  return out;
+}
+
+DraPick ClusterState::DraPickNow(const NodeState& node, const NodeOffering& no) const {
+  const std::string& resource = catalog_->Get(no.offering).resource;
+  const DraDeviceClass* cls = dra_.ClassForResource(resource);
+  if (cls == nullptr) {
+    DraPick out;
+    out.kind = DraPick::kNoPrediction;
+    out.reason = absl::StrCat("no DeviceClass maps ", resource);
+    return out;
+  }
+  return DraPickOf(dra_.PredictExtendedResourcePick(cls->name, node.name, 1, DraPredictOptions{}),
+                   no.unit_devices);
 }
 
 std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,

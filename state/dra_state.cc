@@ -240,13 +240,19 @@ absl::string_view DraNodeKindName(DraNodeKind kind) {
 // DraState: mirror
 
 void DraState::UpsertDeviceClass(DraDeviceClass c) {
+  parsed_classes_.insert_or_assign(c.name, ParseClass(c));
   std::string name = c.name;
   classes_.insert_or_assign(std::move(name), std::move(c));
+  IndexClasses();
 }
 bool DraState::RemoveDeviceClass(absl::string_view name) {
   auto it = classes_.find(name);
   if (it == classes_.end()) return false;
   classes_.erase(it);
+  if (auto parsed = parsed_classes_.find(name); parsed != parsed_classes_.end()) {
+    parsed_classes_.erase(parsed);  // always there (CheckIndexes)
+  }
+  IndexClasses();
   return true;
 }
 void DraState::UpsertResourceSlice(DraResourceSlice s) {
@@ -331,6 +337,59 @@ void DraState::IndexClaim(const std::string& key, const DraResourceClaim& c, boo
   }
 }
 
+namespace {
+
+// A class's parsed selectors as text, to compare a kept parse with one made now.
+std::string DescribeSelectors(const absl::Status& status, const std::vector<DraSelector>& selectors) {
+  std::string out = status.ok() ? "ok" : std::string(status.message());
+  for (const DraSelector& s : selectors) {
+    out += " {";
+    for (const DraSelector::Term& t : s.terms()) {
+      absl::StrAppend(&out, " ", t.kind, ":", t.domain, ":", t.name, ":", t.literal);
+    }
+    out += " }";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> DraState::CheckClasses() const {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : classes_) {
+    const ParsedClass now = ParseClass(c);
+    const std::string want = DescribeSelectors(now.status, now.selectors);
+    const ParsedClass* kept = Parsed(name);
+    const std::string have = kept == nullptr ? "missing" : DescribeSelectors(kept->status, kept->selectors);
+    if (have != want) {
+      out.push_back(absl::StrCat("selectors of DeviceClass ", name, ": kept [", have,
+                                 "], parsed now [", want, "]"));
+    }
+  }
+  for (const auto& [name, parsed] : parsed_classes_) {
+    if (classes_.count(name) == 0) {
+      out.push_back(absl::StrCat("selectors of DeviceClass ", name, ": kept, class not mirrored"));
+    }
+  }
+  // Every name a class publishes and every name indexed: the index's class against a scan.
+  std::set<std::string> names;
+  for (const auto& [resource, name] : resource_classes_) names.insert(resource);
+  for (const auto& [name, c] : classes_) {
+    names.insert(c.extended_resource_name);
+    names.insert(absl::StrCat(kImplicitExtendedResourcePrefix, name));
+  }
+  for (const std::string& resource : names) {
+    const DraDeviceClass* have = ClassForResource(resource);
+    const DraDeviceClass* want = ScanClassForResource(resource);
+    if (have != want) {
+      out.push_back(absl::StrCat("class of name '", resource, "': indexed '",
+                                 have == nullptr ? "" : have->name, "', scan says '",
+                                 want == nullptr ? "" : want->name, "'"));
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> DraState::CheckIndexes() const {
   DraState recount;
   for (const auto& [name, s] : slices_) recount.IndexSlice(s, true);
@@ -361,6 +420,7 @@ std::vector<std::string> DraState::CheckIndexes() const {
   auto pool_name = [](const Pool& p) { return absl::StrCat(p.first, "/", p.second); };
   compare(pool_slices_, recount.pool_slices_, "slices of pool", pool_name);
   compare(pool_claims_, recount.pool_claims_, "claims of pool", pool_name);
+  for (std::string& line : CheckClasses()) out.push_back(std::move(line));
   return out;
 }
 
@@ -405,7 +465,27 @@ const DraDeviceClass* DraState::DeviceClass(absl::string_view name) const {
   return it == classes_.end() ? nullptr : &it->second;
 }
 
+void DraState::IndexClasses() {
+  // The same rule as ScanClassForResource, for every name at once: classes_ iterates by name,
+  // so for each name only a strictly newer class replaces the one found first.
+  resource_classes_.clear();
+  for (const auto& [name, c] : classes_) {
+    for (std::string resource :
+         {c.extended_resource_name, absl::StrCat(kImplicitExtendedResourcePrefix, name)}) {
+      auto [it, inserted] = resource_classes_.try_emplace(std::move(resource), name);
+      if (!inserted && c.creation_timestamp > classes_.find(it->second)->second.creation_timestamp) {
+        it->second = name;
+      }
+    }
+  }
+}
+
 const DraDeviceClass* DraState::ClassForResource(absl::string_view resource) const {
+  auto it = resource_classes_.find(resource);
+  return it == resource_classes_.end() ? nullptr : DeviceClass(it->second);
+}
+
+const DraDeviceClass* DraState::ScanClassForResource(absl::string_view resource) const {
   const DraDeviceClass* best = nullptr;
   for (const auto& [name, c] : classes_) {
     const bool maps = c.extended_resource_name == resource ||
@@ -425,18 +505,21 @@ DraNodeKind DraState::KindOn(absl::string_view resource,
   return ClassForResource(resource) != nullptr ? DraNodeKind::kDra : DraNodeKind::kNone;
 }
 
-absl::StatusOr<std::vector<DraSelector>> DraState::ClassSelectors(const DraDeviceClass& c) const {
+DraState::ParsedClass DraState::ParseClass(const DraDeviceClass& c) {
+  ParsedClass out;
   if (c.other_selectors > 0) {
-    return NotUnderstood(absl::StrCat(c.other_selectors, " selector(s) other than cel"));
+    out.status = NotUnderstood(absl::StrCat(c.other_selectors, " selector(s) other than cel"));
+    return out;
   }
-  std::vector<DraSelector> out;
   for (size_t i = 0; i < c.cel_selectors.size(); ++i) {
     absl::StatusOr<DraSelector> s = DraSelector::Parse(c.cel_selectors[i]);
     if (!s.ok()) {
-      return absl::UnimplementedError(
+      out.status = absl::UnimplementedError(
           absl::StrCat("DeviceClass ", c.name, " selector ", i, ": ", s.status().message()));
+      out.selectors.clear();
+      return out;
     }
-    out.push_back(*std::move(s));
+    out.selectors.push_back(*std::move(s));
   }
   return out;
 }
@@ -523,18 +606,18 @@ std::string StringAttribute(const DraDevice& d, absl::string_view driver, absl::
 
 DraNodeUnits DraState::UnitsOf(absl::string_view class_name, absl::string_view node) const {
   DraNodeUnits out;
-  const DraDeviceClass* c = DeviceClass(class_name);
-  if (c == nullptr) {
+  const ParsedClass* parsed = Parsed(class_name);
+  if (parsed == nullptr) {
     out.understood = false;
     out.problems.push_back(absl::StrCat("DeviceClass ", class_name, " not found"));
     return out;
   }
-  absl::StatusOr<std::vector<DraSelector>> selectors = ClassSelectors(*c);
-  if (!selectors.ok()) {
+  if (!parsed->status.ok()) {
     out.understood = false;
-    out.problems.emplace_back(selectors.status().message());
+    out.problems.emplace_back(parsed->status.message());
     return out;
   }
+  const std::vector<DraSelector>* selectors = &parsed->selectors;
   bool unmodelled = false;
   for (const PoolDevice& pd : WalkNode(node, &out.problems, &unmodelled)) {
     bool selected = true;
@@ -620,16 +703,16 @@ DraPrediction DraState::PredictExtendedResourcePick(absl::string_view class_name
                                                     absl::string_view node, int64_t count,
                                                     const DraPredictOptions& options) const {
   DraPrediction out;
-  const DraDeviceClass* c = DeviceClass(class_name);
-  if (c == nullptr) {
+  const ParsedClass* parsed = Parsed(class_name);
+  if (parsed == nullptr) {
     out.reason = absl::StrCat("DeviceClass ", class_name, " not found");
     return out;
   }
-  absl::StatusOr<std::vector<DraSelector>> selectors = ClassSelectors(*c);
-  if (!selectors.ok()) {
-    out.reason = std::string(selectors.status().message());
+  if (!parsed->status.ok()) {
+    out.reason = std::string(parsed->status.message());
     return out;
   }
+  const std::vector<DraSelector>* selectors = &parsed->selectors;
   if (count < 1) {
     out.reason = "count below 1";
     return out;
@@ -861,13 +944,13 @@ std::vector<std::string> DraState::Drift(const Catalog& catalog) const {
       out.push_back(absl::StrCat(o.resource, ": served by DeviceClass \"", mapper->name,
                                  "\", not the catalog's \"", c->name, "\""));
     }
-    absl::StatusOr<std::vector<DraSelector>> selectors = ClassSelectors(*c);
-    if (!selectors.ok()) {
-      out.push_back(absl::StrCat(o.resource, ": ", selectors.status().message()));
+    const ParsedClass* parsed = Parsed(c->name);  // never null: c is mirrored
+    if (!parsed->status.ok()) {
+      out.push_back(absl::StrCat(o.resource, ": ", parsed->status.message()));
       continue;
     }
     std::vector<DraSelector::Term> have;
-    for (const DraSelector& s : *selectors) {
+    for (const DraSelector& s : parsed->selectors) {
       have.insert(have.end(), s.terms().begin(), s.terms().end());
     }
     const std::vector<DraSelector::Term> want = ExpectedTerms(o);

@@ -18,11 +18,16 @@
 //
 // Cost: a node's lookups (units, holders, prediction) read that node's slices, the
 // cluster-wide slices and the allocated claims in its pools, through per-node indexes kept on
-// every upsert and removal, never every mirrored object.
+// every upsert and removal, never every mirrored object. A DeviceClass's selectors are parsed
+// once, when the class is upserted, and the class that maps each extended resource name is
+// indexed then too: a lookup neither re-parses CEL nor walks every class.
 //
 // Thread-safety: DraSelector is immutable and thread-safe. DraState is not synchronized: it is
 // meant to live inside ClusterState and be used only under ClusterState's lock (writers
-// exclusive, const readers shared). Nothing here blocks or allocates without bound: inputs
+// exclusive, const readers shared; Mirror::state_ is ABSL_GUARDED_BY(mu_)). Its derived
+// structures (indexes, parsed selectors, the name -> class map) are written by the mutators
+// alone, never filled lazily by a const lookup, so that lock covers them and readers in
+// parallel share them without one of their own. Nothing here blocks or allocates without bound: inputs
 // were bounded by the decoders.
 #ifndef GSE_STATE_DRA_STATE_H_
 #define GSE_STATE_DRA_STATE_H_
@@ -211,8 +216,9 @@ class DraState {
   // From the indexes: O(slices of those pools).
   std::vector<std::string> NodesOfClaim(const DraResourceClaim& c) const;
 
-  // The per-node indexes recounted from the mirrored objects: one line per entry that is
-  // missing or stale (empty when they agree). Tests and ClusterState::Audit call it.
+  // The per-node indexes, the parsed selectors and the name -> class index recounted from the
+  // mirrored objects: one line per entry that is missing or stale (empty when they agree).
+  // Tests and ClusterState::Audit call it.
   std::vector<std::string> CheckIndexes() const;
 
   size_t device_class_count() const { return classes_.size(); }
@@ -235,8 +241,25 @@ class DraState {
   // every claim that may hold one of its devices.
   std::vector<const std::pair<const std::string, DraResourceClaim>*> ClaimsInPools(
       const std::vector<PoolDevice>& walk) const;
-  // The class's selectors parsed, or the reason they are not understood.
-  absl::StatusOr<std::vector<DraSelector>> ClassSelectors(const DraDeviceClass& c) const;
+  // A class's selectors parsed, or the reason they are not understood (`status`, then no
+  // selectors). Kept per class in parsed_classes_: a selector is parsed when its class is
+  // upserted, never on a lookup.
+  struct ParsedClass {
+    absl::Status status;
+    std::vector<DraSelector> selectors;  // all must match
+  };
+  static ParsedClass ParseClass(const DraDeviceClass& c);
+  // The parsed form of the mirrored class `name`, nullptr when no such class is mirrored.
+  const ParsedClass* Parsed(absl::string_view name) const {
+    auto it = parsed_classes_.find(name);
+    return it == parsed_classes_.end() ? nullptr : &it->second;
+  }
+  // Rebuilds resource_classes_ from classes_ (a class change may move any name: few classes).
+  void IndexClasses();
+  // The class mapping `resource` by walking every class (what resource_classes_ caches).
+  const DraDeviceClass* ScanClassForResource(absl::string_view resource) const;
+  // CheckIndexes' part for parsed_classes_ and resource_classes_.
+  std::vector<std::string> CheckClasses() const;
 
   // Adds or drops one object's index entries (the object as it is stored).
   void IndexSlice(const DraResourceSlice& s, bool add);
@@ -249,6 +272,14 @@ class DraState {
   std::map<std::string, DraDeviceClass, std::less<>> classes_;
   std::map<std::string, DraResourceSlice, std::less<>> slices_;
   std::map<std::string, DraResourceClaim, std::less<>> claims_;
+
+  // ---- derived from classes_ by UpsertDeviceClass / RemoveDeviceClass alone (CheckIndexes
+  // parses and scans again). Class name -> its selectors parsed.
+  std::map<std::string, ParsedClass, std::less<>> parsed_classes_;
+  // Extended resource name (a class's extendedResourceName, "" included, and its implicit
+  // deviceclass.resource.kubernetes.io/<class>) -> the name of the class that maps it under
+  // ClassForResource's rule.
+  std::map<std::string, std::string, std::less<>> resource_classes_;
 
   // ---- indexes, by name (never by pointer: a copied or moved DraState stays exact). Kept in
   // step with slices_ and claims_ by the Upsert*/Remove* functions alone: an object's entries

@@ -101,6 +101,9 @@ struct DerivedOffering {
   std::vector<DraUnit> dra_units;
   std::vector<bool> dra_user_claimed;
   std::string dra_problem;
+  // Shared DRA-backed offerings: the allocator's pick for one device (NodeOffering::dra_pick).
+  bool dra_predicted = false;
+  DraPrediction dra_prediction;
 };
 
 struct DerivedNode {
@@ -198,6 +201,13 @@ uint64_t FingerprintOf(const DerivedNode& d) {
       fp.Add(int64_t{o.dra_user_claimed[i]});
     }
     fp.Add(o.dra_problem);
+    // The pick changes with claims that change nothing else of the node: it must be part of
+    // the fingerprint, or an unchanged fingerprint would keep a stale NodeOffering::dra_pick.
+    fp.Add(int64_t{o.dra_predicted});
+    fp.Add(static_cast<int64_t>(o.dra_prediction.kind));
+    fp.Add(static_cast<int64_t>(o.dra_prediction.devices.size()));
+    for (const DraDeviceId& id : o.dra_prediction.devices) fp.Add(id.ToString());
+    fp.Add(o.dra_prediction.reason);
   }
   return fp.value();
 }
@@ -275,6 +285,12 @@ DerivedOffering DeriveDraOffering(const Offering& offering, const DraDeviceClass
     for (size_t i = 0; i < o.dra_units.size(); ++i) {
       if (o.dra_units[i].id == h.device) o.dra_user_claimed[i] = true;
     }
+  }
+  if (offering.shared()) {
+    // What filter checks on every candidate (DraPredictedVerdict), predicted here once per
+    // change of the node's DRA objects rather than once per request.
+    o.dra_predicted = true;
+    o.dra_prediction = dra.PredictExtendedResourcePick(cls.name, node.name, 1, DraPredictOptions{});
   }
   return o;
 }
@@ -528,6 +544,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
       no.unit_uuids.push_back(o.dra_units[i].uuid);
       no.units[i].user_claimed = o.dra_user_claimed[i];
     }
+    no.dra_pick = o.dra_predicted ? DraPickOf(o.dra_prediction, no.unit_devices) : DraPick{};
     node.offerings.push_back(std::move(no));
   }
   // Offerings the node stopped advertising: held units stay, draining, until released.
@@ -535,6 +552,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     if (prev.offering == kNoOffering || !HasHolders(prev)) continue;
     prev.advertised_name.clear();
     prev.advertised_units = 0;
+    prev.dra_pick = DraPick{};  // no longer derived: filter would predict on the spot
     ResizeUnits(prev, 0, prev.replicas);
     InsertOffering(node, std::move(prev));
   }
@@ -588,6 +606,7 @@ void ClusterState::RemoveNode(absl::string_view name) {
   for (NodeOffering& no : node.offerings) {
     no.advertised_name.clear();
     no.advertised_units = 0;
+    no.dra_pick = DraPick{};  // the node is gone: nothing derives it any more
     ResizeUnits(no, 0, no.replicas);
   }
   node.offerings.erase(std::remove_if(node.offerings.begin(), node.offerings.end(),

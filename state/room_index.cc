@@ -83,8 +83,41 @@ std::vector<RoomRow> ClusterState::RoomRowsOf(const NodeState& node) const {
     row.live_units = no.summary.live_units;
     row.low_owners = no.summary.low_owners;
     row.low_with_room = no.summary.low_with_room;
+    row.dra = DraRowOf(no);
   }
   return rows;
+}
+
+// A filter reads one row per candidate (RoomRow): RoomRow::dra sits in what was padding.
+static_assert(sizeof(RoomRow) <= 40, "RoomRow grew past 40 bytes");
+
+int32_t DraRowOf(const NodeOffering& no) {
+  if (!no.dra) return kDraRowNone;
+  switch (no.dra_pick.kind) {
+    case DraPick::kNotDerived:
+    case DraPick::kNoPrediction:
+      return kDraRowReadNode;
+    case DraPick::kNoDevice:
+      return kDraRowNoDevice;
+    case DraPick::kUnits:
+      break;
+  }
+  // As DraPredictedVerdict reads the units: taken by a user-made claim for anyone; by holders
+  // for every project but their owner (kNoProject with holders of several: the one owner
+  // kNoProject, as the unit says).
+  int32_t owner = kDraRowFree;
+  for (const int32_t i : no.dra_pick.units) {
+    if (static_cast<size_t>(i) >= no.units.size()) continue;
+    const Unit& unit = no.units[static_cast<size_t>(i)];
+    if (unit.user_claimed) return kDraRowTaken;
+    if (unit.Empty()) continue;
+    if (owner == kDraRowFree) {
+      owner = unit.owner;
+    } else if (owner != unit.owner) {
+      return kDraRowTaken;
+    }
+  }
+  return owner;
 }
 
 uint32_t ClusterState::AllocateSlot() {

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "state/catalog.h"
@@ -306,13 +308,20 @@ TEST(ClusterStateDra, RelistKeepsOrReplacesDraObjects) {
   }));
 }
 
-// The fact sheet class's offering on `node` as the mirror derived it: what a stale index or a
-// change that missed the node would leave wrong.
-std::string DescribeMig(const ClusterState& s, const std::string& node) {
-  const NodeOffering* no = MigOn(s, node);
+constexpr char kMigShared[] = "nvidia.com/mig-1g.5gb.shared";
+
+// The offering `resource` on `node` as the mirror derived it (units and, for the shared one,
+// the allocator's predicted pick): what a stale index or a change that missed the node would
+// leave wrong.
+std::string DescribeOffering(const ClusterState& s, const std::string& node,
+                             const std::string& resource) {
+  const NodeState* n = s.FindNode(node);
+  const NodeOffering* no = n == nullptr ? nullptr : n->Find(s.catalog().Find(resource)->id);
   if (no == nullptr) return "none";
   std::string out = absl::StrCat(no->dra, " ", no->advertised_units, " '", no->unusable_reason,
-                                 "' '", no->dra_problem, "'");
+                                 "' '", no->dra_problem, "' pick ", no->dra_pick.kind, " [",
+                                 absl::StrJoin(no->dra_pick.units, ","), "] '",
+                                 no->dra_pick.reason, "'");
   for (size_t i = 0; i < no->units.size(); ++i) {
     absl::StrAppend(&out, " ", i < no->unit_devices.size() ? no->unit_devices[i] : "-",
                     no->units[i].user_claimed ? "(user)" : "", no->units[i].draining ? "(drain)" : "");
@@ -320,11 +329,23 @@ std::string DescribeMig(const ClusterState& s, const std::string& node) {
   return out;
 }
 
+// The fact sheet's class, and a copy mapping the shared offering (whose nodes keep the
+// allocator's predicted pick, NodeOffering::dra_pick).
+std::vector<DraDeviceClass> MigClasses() {
+  std::vector<DraDeviceClass> classes = DecodeDra(Dra("deviceclass-mig-1g-extended.json")).device_classes;
+  if (classes.size() != 1) return {};
+  DraDeviceClass shared = classes[0];
+  shared.name = "mig-1g-5gb-shared.nvidia.com";
+  shared.extended_resource_name = kMigShared;
+  classes.push_back(shared);
+  return classes;
+}
+
 TEST(ClusterStateDra, RandomObjectChangesLeaveEveryNodeAsAFreshDerivation) {
   const std::vector<std::string> nodes = {"n0", "n1", "n2", "n3"};
-  const std::vector<DraDeviceClass> classes =
-      DecodeDra(Dra("deviceclass-mig-1g-extended.json")).device_classes;
-  ASSERT_EQ(classes.size(), 1u);
+  std::vector<DraDeviceClass> classes = MigClasses();
+  ASSERT_EQ(classes.size(), 2u);
+  const std::string selector = classes[1].cel_selectors[0];
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     std::mt19937_64 rng(seed);
@@ -339,11 +360,18 @@ TEST(ClusterStateDra, RandomObjectChangesLeaveEveryNodeAsAFreshDerivation) {
     };
     ClusterState s(BuiltIn(), DraOn());
     for (const std::string& n : nodes) s.ApplyNode(Node(n, {}));
-    s.ApplyDeviceClass(classes[0]);
+    classes[1].cel_selectors[0] = selector;
+    for (const DraDeviceClass& c : classes) s.ApplyDeviceClass(c);
     for (int step = 0; step < 80; ++step) {
       const uint64_t op = rng() % 100;
       std::string what;
-      if (op < 35) {
+      if (op < 5) {
+        // The shared class edited: another profile, or back (its nodes' picks change).
+        const std::string profile = rng() % 2 == 0 ? "'1g.5gb'" : "'2g.10gb'";
+        classes[1].cel_selectors[0] = absl::StrReplaceAll(selector, {{"'1g.5gb'", profile}});
+        what = absl::StrCat("edit shared class for ", profile);
+        s.ApplyDeviceClass(classes[1]);
+      } else if (op < 35) {
         DraResourceSlice sl = testing::RandomDraSlice(rng, nodes);
         what = absl::StrCat("apply slice ", sl.name, " on '", sl.node_name, "'");
         slices[sl.name] = sl;
@@ -371,7 +399,12 @@ TEST(ClusterStateDra, RandomObjectChangesLeaveEveryNodeAsAFreshDerivation) {
       ClusterState fresh(BuiltIn(), DraOn());
       for (const std::string& n : nodes) fresh.ApplyNode(Node(n, {}));
       fresh.ReplaceDra(batch());
-      for (const std::string& n : nodes) EXPECT_EQ(DescribeMig(s, n), DescribeMig(fresh, n)) << n;
+      for (const std::string& n : nodes) {
+        for (const char* resource : {kMig, kMigShared}) {
+          EXPECT_EQ(DescribeOffering(s, n, resource), DescribeOffering(fresh, n, resource))
+              << n << " " << resource;
+        }
+      }
       EXPECT_THAT(s.Audit().problems, ::testing::IsEmpty());
       if (::testing::Test::HasFailure()) return;
     }

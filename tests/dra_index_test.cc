@@ -1,7 +1,9 @@
 // DraState's per-node indexes (state/dra_state.h): after seeded random sequences of slice and
-// claim upserts, updates that move a slice or a claim's devices elsewhere, deletes, relists
-// (a fresh state moved in, as ClusterState::ReplaceDra does) and copies, every node's answers
-// equal a brute-force recomputation over all objects, and CheckIndexes finds nothing stale.
+// claim upserts, updates that move a slice or a claim's devices elsewhere, deletes, DeviceClass
+// edits (selectors, extendedResourceName, a second class clashing on the name), relists (a
+// fresh state moved in, as ClusterState::ReplaceDra does) and copies, every node's answers
+// equal a brute-force recomputation over all objects, and CheckIndexes finds nothing stale
+// (neither the per-node indexes nor the parsed selectors nor the name -> class index).
 #include <algorithm>
 #include <map>
 #include <random>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "state/dra_objects.h"
@@ -32,8 +35,13 @@ const std::vector<std::string> kNodes = {"n0", "n1", "n2", "n3"};
 struct Model {
   std::map<std::string, DraResourceSlice> slices;
   std::map<std::string, DraResourceClaim> claims;
-  std::vector<DraDeviceClass> classes;
+  std::map<std::string, DraDeviceClass> classes;  // by name
+  // The MIG profile kClass's selector asks for now; "" when its selector is not understood.
+  std::string profile = "1g.5gb";
 };
+
+constexpr char kOtherClass[] = "other.nvidia.com";
+constexpr char kElsewhere[] = "nvidia.com/elsewhere";
 
 // ---- brute force: the node's walk and holders over every object, as the fact sheet defines
 // them (no index).
@@ -109,14 +117,15 @@ std::vector<std::string> BruteHolders(const Model& m, const std::string& node) {
 }
 
 // The class's devices on the node in walk order (the fact sheet class: driver, type 'mig',
-// profile '1g.5gb'; every generated attribute is a string, so no CEL error).
+// profile m.profile; every generated attribute is a string, so no CEL error).
 std::vector<std::string> BruteUnits(const Model& m, const std::string& node) {
   std::vector<std::string> out;
+  if (m.profile.empty()) return out;  // not understood: no units
   for (const WalkDevice& w : BruteWalk(m, node)) {
     const DraAttribute* type = w.device->Attribute(kDriver, "type");
     const DraAttribute* profile = w.device->Attribute(kDriver, "profile");
     if (w.id.driver == kDriver && type != nullptr && type->text == "mig" && profile != nullptr &&
-        profile->text == "1g.5gb") {
+        profile->text == m.profile) {
       out.push_back(w.id.ToString());
     }
   }
@@ -137,6 +146,26 @@ std::vector<std::string> BruteNodesOfClaim(const Model& m, const DraResourceClai
     }
   }
   return {nodes.begin(), nodes.end()};
+}
+
+// The class that maps `resource` by the fact sheet's rule (newer creationTimestamp, then the
+// lower name), over every class; "" when none does.
+std::string BruteClassFor(const Model& m, const std::string& resource) {
+  const DraDeviceClass* best = nullptr;
+  for (const auto& [name, c] : m.classes) {
+    if (c.extended_resource_name != resource &&
+        absl::StrCat(kImplicitExtendedResourcePrefix, name) != resource) {
+      continue;
+    }
+    // By name: on equal timestamps the first (lower) name stays.
+    if (best == nullptr || c.creation_timestamp > best->creation_timestamp) best = &c;
+  }
+  return best == nullptr ? "" : best->name;
+}
+
+std::string ClassFor(const DraState& s, const std::string& resource) {
+  const DraDeviceClass* c = s.ClassForResource(resource);
+  return c == nullptr ? "" : c->name;
 }
 
 std::vector<std::string> Holders(const DraState& s, const std::string& node) {
@@ -168,7 +197,7 @@ std::string Prediction(const DraPrediction& p) {
 // server's).
 DraState Fresh(const Model& m, std::mt19937_64& rng) {
   DraState s;
-  for (const DraDeviceClass& c : m.classes) s.UpsertDeviceClass(c);
+  for (const auto& [name, c] : m.classes) s.UpsertDeviceClass(c);
   std::vector<const DraResourceSlice*> slices;
   for (const auto& [name, sl] : m.slices) slices.push_back(&sl);
   std::shuffle(slices.begin(), slices.end(), rng);
@@ -189,6 +218,11 @@ void ExpectSameAnswers(const DraState& s, const Model& m, std::mt19937_64& rng,
   for (const auto& [key, c] : m.claims) {
     EXPECT_EQ(s.NodesOfClaim(c), BruteNodesOfClaim(m, c)) << key;
   }
+  for (const std::string resource :
+       {"nvidia.com/mig-1g.5gb", kElsewhere, "", "deviceclass.resource.kubernetes.io/mig-1g-5gb.nvidia.com",
+        "deviceclass.resource.kubernetes.io/other.nvidia.com"}) {
+    EXPECT_EQ(ClassFor(s, resource), BruteClassFor(m, resource)) << "'" << resource << "'";
+  }
   for (const std::string& node : kNodes) {
     SCOPED_TRACE(node);
     EXPECT_EQ(Holders(s, node), BruteHolders(m, node));
@@ -204,37 +238,79 @@ void ExpectSameAnswers(const DraState& s, const Model& m, std::mt19937_64& rng,
   }
 }
 
+// One DeviceClass change, in the model and the state: kClass's selectors edited (another
+// profile, or a selector outside the understood subset), its extendedResourceName moved, or a
+// second class mapping the same name (newer or older) upserted or removed.
+std::string RandomClassChange(std::mt19937_64& rng, const DraDeviceClass& base, Model& m,
+                              DraState& s) {
+  const uint64_t which = rng() % 4;
+  if (which == 2) {
+    const bool removed = m.classes.erase(kOtherClass) == 1;
+    EXPECT_EQ(s.RemoveDeviceClass(kOtherClass), removed);
+    return "remove class other";
+  }
+  DraDeviceClass c = which == 1 ? base : m.classes.at(kClass);
+  c.resource_version = absl::StrCat(rng() % 1000);
+  std::string what;
+  if (which == 0) {
+    const std::string profiles[] = {"1g.5gb", "2g.10gb", ""};
+    m.profile = profiles[rng() % 3];
+    c.cel_selectors = base.cel_selectors;
+    if (m.profile.empty()) {
+      c.cel_selectors.push_back("device.driver != 'gpu.nvidia.com'");  // '!=': not understood
+    } else {
+      c.cel_selectors[0] = absl::StrReplaceAll(c.cel_selectors[0], {{"'1g.5gb'", "'" + m.profile + "'"}});
+    }
+    what = absl::StrCat("class selectors for '", m.profile, "'");
+  } else if (which == 1) {
+    c.name = kOtherClass;
+    c.creation_timestamp = rng() % 2 == 0 ? "2026-11-21T00:00:00Z" : "2026-11-19T00:00:00Z";
+    what = absl::StrCat("upsert class other created ", c.creation_timestamp);
+  } else {
+    c.extended_resource_name = rng() % 2 == 0 ? base.extended_resource_name : kElsewhere;
+    what = absl::StrCat("class name '", c.extended_resource_name, "'");
+  }
+  m.classes[c.name] = c;
+  s.UpsertDeviceClass(std::move(c));
+  return what;
+}
+
 void RandomSequence(uint64_t seed, int steps) {
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
   Model m;
-  m.classes = testing::DecodeDra(testing::Dra("deviceclass-mig-1g-extended.json")).device_classes;
-  ASSERT_EQ(m.classes.size(), 1u);
+  const std::vector<DraDeviceClass> classes =
+      testing::DecodeDra(testing::Dra("deviceclass-mig-1g-extended.json")).device_classes;
+  ASSERT_EQ(classes.size(), 1u);
+  ASSERT_EQ(classes[0].name, kClass);
+  m.classes[kClass] = classes[0];
   DraState s;
-  s.UpsertDeviceClass(m.classes[0]);
+  s.UpsertDeviceClass(classes[0]);
   for (int step = 0; step < steps; ++step) {
     const uint64_t op = rng() % 100;
     std::string what;
-    if (op < 35) {
+    if (op < 33) {
       // A new slice, or an update (maybe moving it to another node).
       DraResourceSlice sl = testing::RandomDraSlice(rng, kNodes);
       what = absl::StrCat("upsert slice ", sl.name, " node '", sl.node_name, "'");
       m.slices[sl.name] = sl;
       s.UpsertResourceSlice(std::move(sl));
-    } else if (op < 45) {
+    } else if (op < 43) {
       const std::string name = absl::StrCat("s", rng() % 12);
       what = absl::StrCat("remove slice ", name);
       EXPECT_EQ(s.RemoveResourceSlice(name), m.slices.erase(name) == 1);
-    } else if (op < 80) {
+    } else if (op < 76) {
       // A new claim, or one re-allocated elsewhere, or deallocated.
       DraResourceClaim c = testing::RandomDraClaim(rng, kNodes, kClass);
       what = absl::StrCat("upsert claim ", c.Key(), " allocated ", c.allocated);
       m.claims[c.Key()] = c;
       s.UpsertResourceClaim(std::move(c));
-    } else if (op < 90) {
+    } else if (op < 86) {
       const std::string key = absl::StrCat("ns/c", rng() % 10);
       what = absl::StrCat("remove claim ", key);
       EXPECT_EQ(s.RemoveResourceClaim(key), m.claims.erase(key) == 1);
+    } else if (op < 91) {
+      what = RandomClassChange(rng, classes[0], m, s);
     } else if (op < 95) {
       what = "relist";
       s = Fresh(m, rng);

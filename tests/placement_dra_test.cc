@@ -3,6 +3,7 @@
 // picked and refuses it when it breaks an invariant (another project's claim on a shared
 // device, a claim on another node, no claim yet, too few devices), quotas in units hold.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,11 @@ class PlacementDraTest : public ::testing::Test {
     mirror_.Write([&](ClusterState& s) { s.ApplyPod(Pod(ns, pod, kShared, kNode)); });
   }
 
+  // The project a pod of namespace `ns` belongs to.
+  std::string ProjectOf(const std::string& ns) {
+    return core_.Resolve(Pod(ns, "probe", kShared)).request.project;
+  }
+
   FitReason FilterOn(const std::string& ns, const std::string& pod, const std::string& node) {
     const FilterDecision d = core_.Filter(Pod(ns, pod, kShared), {node});
     return d.verdicts.at(0);
@@ -210,6 +216,72 @@ TEST_F(PlacementDraTest, FilterRefusesANodeWhosePredictedDeviceHoldsAnotherProje
   EXPECT_EQ(FilterOn("team-b", "b1", "plugin-1"), FitReason::kFits);
   EXPECT_TRUE(NodeFit{FitReason::kDraDeviceOfOtherProject}.unresolvable());
   EXPECT_EQ(FitReasonLabel(FitReason::kDraDeviceOfOtherProject), "dra_device_of_other_project");
+}
+
+// Filter reads the DRA check from the room row (RoomRow::dra, DraRowVerdict); the reference,
+// DraPredictedVerdict, reads the node and its units. After each change below (devices held by
+// one project, by two, by a user-made claim, then no prediction) both agree for every project,
+// and Audit finds rows and kept picks fresh.
+TEST_F(PlacementDraTest, TheRowsDraCheckIsTheNodes) {
+  SharedCluster();
+  // `want_row`: RoomRow::dra expected, or nullopt (any: the check is that both agree).
+  auto expect_agree = [&](const std::string& step, std::optional<int32_t> want_row) {
+    SCOPED_TRACE(step);
+    std::vector<std::string> projects;  // resolved outside the mirror's lock
+    for (const char* ns : {"team-a", "team-b", "team-c"}) projects.push_back(ProjectOf(ns));
+    mirror_.Read([&](const ClusterState& s) {
+      // Only the two owners the API server forced on one unit (I2, reported) may be wrong.
+      for (const std::string& p : s.Audit().problems) {
+        EXPECT_THAT(p, HasSubstr("has holders of 2 projects"));
+      }
+      const Offering& o = s.catalog().Get(s.catalog().Find(kShared)->id);
+      const NodeState* node = s.FindNode(kNode);
+      const int32_t row = s.RoomRows(o.id)[node->slot].dra;
+      if (want_row.has_value()) {
+        EXPECT_EQ(row, *want_row);
+      }
+      for (const std::string& name : projects) {
+        const ProjectId project = s.FindProject(name);
+        if (row == kDraRowReadNode) continue;
+        EXPECT_EQ(DraRowVerdict(row, project), DraPredictedVerdict(s, o, project, node)) << name;
+      }
+      return 0;
+    });
+  };
+  expect_agree("no holders", kDraRowFree);
+  Bound("team-a", "a1", "gpu-0");
+  const std::string team_a_name = ProjectOf("team-a");
+  const ProjectId team_a =
+      mirror_.Read([&](const ClusterState& s) { return s.FindProject(team_a_name); });
+  ASSERT_NE(team_a, kNoProject);
+  expect_agree("team-a shares gpu-0", team_a);
+  // team-b's share of gpu-0 too (an allocator that walked another order): two owners on one
+  // unit, whatever owner the unit then names.
+  Bound("team-b", "b1", "gpu-0");
+  expect_agree("team-a and team-b share gpu-0", std::nullopt);
+  mirror_.Write([](ClusterState& s) {
+    s.RemovePod("uid-b1", "team-b/b1");
+    s.RemoveResourceClaim("team-b/b1-extended-resources-x");
+  });
+  expect_agree("team-b gone", team_a);
+  mirror_.Write([](ClusterState& s) {
+    s.RemovePod("uid-a1", "team-a/a1");
+    s.RemoveResourceClaim("team-a/a1-extended-resources-x");
+  });
+  expect_agree("team-a gone", kDraRowFree);
+  // A user-made claim on gpu-0 (no pod charged through it).
+  mirror_.Write([&](ClusterState& s) {
+    for (auto& c : DecodeDra(ClaimJson("team-c", "u1", kNode, "gpu-0", "gpu-shared.nvidia.com",
+                                       true))
+                       .resource_claims) {
+      c.extended_resource_annotation = false;  // a user's claim, reserved for no pod yet
+      c.owner_pod_name.clear();
+      c.owner_pod_uid.clear();
+      c.reserved_for.clear();
+      s.ApplyResourceClaim(c);
+    }
+  });
+  expect_agree("user claim on gpu-0", kDraRowTaken);
 }
 
 TEST_F(PlacementDraTest, NoPredictionIsNotGuessed) {
