@@ -3,11 +3,13 @@
 // A node is read once per call into a small inline list of Devices (one per GPU or MIG slice,
 // twins merged); fragmentation is a pure function of (product, host mask, devices), memoised
 // by the devices in the node's own unit order, so that a prioritize over thousands of nodes
-// costs a device list, a key and a hash lookup per node and placement weighed.
+// costs a device list, a key and a hash lookup per node and placement weighed; and a node
+// that has not changed since the last pod of the same shape costs one entry of ScoreCache.
 #include "scoring/fragmentation_policy.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -678,6 +680,106 @@ class FragPolicyBase : public PlacementPolicy {
   std::unique_ptr<FragmentationModel::Impl> impl_;
 };
 
+// Scores of nodes a filter accepted, one entry per node slot (NodeState::slot), valid for
+// one (NodeState::version, request shape). A prioritize over 5,000 candidates otherwise
+// rebuilds every node's devices, its host view and F's memo keys for each weighed placement
+// (about 0.7 us a node); between two pods most nodes have not changed, and pods of one shape
+// come in runs (a job's replicas), so most candidates are answered from here.
+// Lock-free: prioritizes of any number of threads (under the mirror's reader lock, on any
+// ClusterState) read and fill it at once. Each entry is a sequence lock: a writer makes the
+// sequence odd, writes, and makes it even again; a reader takes the words only when the
+// sequence was even and unchanged around its reads, so it never takes half of two writes.
+// A writer that finds the entry being written gives up (the next call computes again).
+class ScoreCache {
+ public:
+  // The key: NodeState::version (unique across nodes, states and changes: the node's units,
+  // offerings, labels, allocatable and host requests as they are) and what Decide reads of
+  // the request.
+  struct Key {
+    uint64_t version = 0;
+    uint64_t offering_project = 0;  // offering (high half) and the project where it matters
+    uint64_t amount = 0;
+    uint64_t host_known = 0;  // PodRequest::host_known, then the pod's cpu and memory
+    uint64_t cpu = 0;
+    uint64_t memory = 0;
+  };
+
+  ScoreCache() = default;
+  ScoreCache(const ScoreCache&) = delete;
+  ScoreCache& operator=(const ScoreCache&) = delete;
+  ~ScoreCache() {
+    for (std::atomic<Entry*>& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+  }
+
+  bool Find(uint32_t slot, const Key& key, int64_t* score) const {
+    const Entry* e = At(slot, /*create=*/false);
+    if (e == nullptr) return false;
+    const uint64_t before = e->seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0) return false;
+    uint64_t w[kWords];
+    for (size_t i = 0; i < kWords; ++i) w[i] = e->words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e->seq.load(std::memory_order_relaxed) != before) return false;
+    const std::array<uint64_t, kKeyWords> k = WordsOf(key);
+    for (size_t i = 0; i < kKeyWords; ++i) {
+      if (w[i] != k[i]) return false;
+    }
+    *score = static_cast<int64_t>(w[kKeyWords]);
+    return true;
+  }
+
+  void Store(uint32_t slot, const Key& key, int64_t score) const {
+    Entry* e = At(slot, /*create=*/true);
+    if (e == nullptr) return;
+    uint64_t seq = e->seq.load(std::memory_order_relaxed);
+    if ((seq & 1) != 0 ||
+        !e->seq.compare_exchange_strong(seq, seq + 1, std::memory_order_relaxed)) {
+      return;  // another thread is writing it
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    const std::array<uint64_t, kKeyWords> k = WordsOf(key);
+    for (size_t i = 0; i < kKeyWords; ++i) e->words[i].store(k[i], std::memory_order_relaxed);
+    e->words[kKeyWords].store(static_cast<uint64_t>(score), std::memory_order_relaxed);
+    e->seq.store(seq + 2, std::memory_order_release);
+  }
+
+ private:
+  static constexpr size_t kKeyWords = 6;
+  static constexpr size_t kWords = kKeyWords + 1;  // and the score
+  // Slots are small and dense (freed ones are reused): chunks are made on first use and kept
+  // until the policy goes (a republished policy starts a fresh cache).
+  static constexpr size_t kChunkSlots = 1024;
+  static constexpr size_t kChunks = 4096;  // up to 4M slots; beyond, no caching
+
+  struct alignas(64) Entry {
+    std::atomic<uint64_t> seq{0};
+    std::atomic<uint64_t> words[kWords] = {};
+  };
+
+  static std::array<uint64_t, kKeyWords> WordsOf(const Key& key) {
+    return {key.version, key.offering_project, key.amount, key.host_known, key.cpu, key.memory};
+  }
+
+  Entry* At(uint32_t slot, bool create) const {
+    const size_t chunk = slot / kChunkSlots;
+    if (chunk >= kChunks) return nullptr;
+    Entry* entries = chunks_[chunk].load(std::memory_order_acquire);
+    if (entries == nullptr) {
+      if (!create) return nullptr;
+      Entry* fresh = new Entry[kChunkSlots];
+      if (chunks_[chunk].compare_exchange_strong(entries, fresh, std::memory_order_acq_rel,
+                                                 std::memory_order_acquire)) {
+        entries = fresh;
+      } else {
+        delete[] fresh;  // another thread made it first: `entries` is theirs
+      }
+    }
+    return &entries[slot % kChunkSlots];
+  }
+
+  mutable std::array<std::atomic<Entry*>, kChunks> chunks_{};
+};
+
 // Score buckets: `x` at or below kThresholds[k] scores 10 - k; above the last scores 0.
 int64_t Bucket(double x, const double (&thresholds)[10]) {
   for (int k = 0; k < 10; ++k) {
@@ -688,8 +790,32 @@ int64_t Bucket(double x, const double (&thresholds)[10]) {
 
 class FgdPolicy final : public FragPolicyBase {
  public:
-  using FragPolicyBase::FragPolicyBase;
+  explicit FgdPolicy(std::unique_ptr<FragmentationModel::Impl> impl)
+      : FragPolicyBase(std::move(impl)), cacheable_(ReadsOnlyTheMirror(this->impl().host_free)) {}
   absl::string_view name() const override { return kFgd; }
+
+  // Prioritize's path: a node that FilterNodes accepted for `request` on `state`. Scores as
+  // Score does (Score's own CheckNode passes here), from ScoreCache when the node and the
+  // request's shape are those of an earlier call.
+  int64_t ScoreFiltered(const ClusterState& state, const PodRequest& request, ProjectId project,
+                        const NodeState& node) const override {
+    ScoreCache::Key key;
+    switch (CacheKey(state, request, project, node, &key)) {
+      case Keyed::kOwnUnit:
+        // Decide joins the project's own time-sliced unit with a free ticket, which Grade
+        // scores 10 whatever else the node holds.
+        return kMaxExtenderPriority;
+      case Keyed::kNo:
+        return Score(state, request, node);
+      case Keyed::kYes:
+        break;
+    }
+    int64_t score = 0;
+    if (cache_.Find(node.slot, key, &score)) return score;
+    score = Score(state, request, node);
+    cache_.Store(node.slot, key, score);
+    return score;
+  }
 
  protected:
   double Before(DeviceView& view, absl::string_view product) const override {
@@ -744,6 +870,68 @@ class FgdPolicy final : public FragPolicyBase {
     }
     return c;
   }
+
+ private:
+  // The host views whose every input NodeState::version covers: none, or the mirror's own
+  // (node.allocatable and the host requests counted on the node). Any other function may
+  // read what the version does not see, and its policy scores without the cache.
+  static bool ReadsOnlyTheMirror(const HostFreeFn& host_free) {
+    using Fn = bool (*)(const ClusterState&, const NodeState&, int64_t*, int64_t*);
+    if (!host_free) return true;
+    const Fn* fn = host_free.target<Fn>();
+    return fn != nullptr && *fn == &MirrorHostFree;
+  }
+
+  enum class Keyed {
+    kYes,      // `key` names the value
+    kNo,       // the value depends on more than a key holds: compute it
+    kOwnUnit,  // time-sliced, the project's own unit has a free ticket: 10, nothing to weigh
+  };
+  // The key of Score's value for `request` on `node`. Beyond the node (its version) Decide
+  // reads the request's offering, amount and own cpu/memory (DeviceView::SetPod), and the
+  // project only: time-sliced, for the project's own unit with a free ticket (kOwnUnit;
+  // otherwise the first empty unit is weighed, whoever asks); MPS with one project per unit,
+  // for the units that admit it (UnitAdmitsProject).
+  Keyed CacheKey(const ClusterState& state, const PodRequest& request, ProjectId project,
+                 const NodeState& node, ScoreCache::Key* key) const {
+    if (!cacheable_ || node.version == 0 || request.offering == kNoOffering ||
+        !request.unresolvable.empty()) {
+      return Keyed::kNo;
+    }
+    const Offering& offering = state.catalog().Get(request.offering);
+    ProjectId keyed = kNoProject;
+    switch (offering.sharing) {
+      case Sharing::kExclusive:
+        break;
+      case Sharing::kTimeSliced: {
+        if (project == kNoProject) break;
+        // The room row the filter just read tells for projects below 64; else the summary.
+        const RoomRow& row = state.RoomRows(request.offering)[node.slot];
+        if (row.Tells(project)) {
+          if (row.OwnsWithRoom(project)) return Keyed::kOwnUnit;
+          break;
+        }
+        const NodeOffering* no = node.Find(request.offering);
+        if (no == nullptr) return Keyed::kNo;
+        if (no->summary.OwnsWithRoom(project)) return Keyed::kOwnUnit;
+        break;
+      }
+      case Sharing::kMps:
+        if (OneProjectPerUnit(offering)) keyed = project;
+        break;
+    }
+    key->version = node.version;
+    key->offering_project = (uint64_t{static_cast<uint32_t>(request.offering)} << 32) |
+                            uint64_t{static_cast<uint32_t>(keyed)};
+    key->amount = static_cast<uint64_t>(request.amount);
+    key->host_known = request.host_known ? 1 : 0;
+    key->cpu = request.host_known ? static_cast<uint64_t>(request.host.cpu_milli) : 0;
+    key->memory = request.host_known ? static_cast<uint64_t>(request.host.memory_bytes) : 0;
+    return Keyed::kYes;
+  }
+
+  const bool cacheable_;
+  ScoreCache cache_;
 };
 
 class BestFitPolicy final : public FragPolicyBase {

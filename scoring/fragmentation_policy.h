@@ -39,7 +39,9 @@
 // capacity left (finer near 0).
 // Both policies are stateless toward callers and thread-safe; "fgd" memoises F per node state
 // (its devices in unit order) behind a reader/writer mutex (bounded by entries and key bytes,
-// cleared when full).
+// cleared when full), and keeps prioritize's score of each node (ScoreFiltered) per node slot
+// under the node's NodeState::version and the request's shape, lock-free; a policy with
+// another host view than MirrorHostFree (whose inputs the version may not cover) keeps none.
 #ifndef GSE_SCORING_FRAGMENTATION_POLICY_H_
 #define GSE_SCORING_FRAGMENTATION_POLICY_H_
 

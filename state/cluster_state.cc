@@ -49,6 +49,18 @@ void ClusterState::BumpNodeSetVersion() {
   node_set_version_ = next.fetch_add(1, std::memory_order_relaxed);
 }
 
+void ClusterState::TouchNode(NodeState& node) {
+  // Process-wide like the node set's version: a value names one state of one node of one
+  // ClusterState, so a cache keyed by it never confuses two states or two nodes.
+  static std::atomic<uint64_t> next{1};
+  node.version = next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ClusterState::TouchNode(absl::string_view name) {
+  auto it = nodes_.find(name);
+  if (it != nodes_.end()) TouchNode(*it->second);
+}
+
 const NodeState* ClusterState::FindNode(absl::string_view name) const {
   auto it = nodes_.find(name);
   return it == nodes_.end() ? nullptr : it->second.get();

@@ -294,6 +294,12 @@ struct NodeState {
   int32_t gpu_count = 0;     // nvidia.com/gpu.count (physical GPUs), 0 when unlabelled
   uint64_t fingerprint = 0;  // of the fields derived from the Node object
   uint32_t slot = 0;         // its row in ClusterState::RoomRows, fixed while the node exists
+  // Takes a new process-wide unique value (never 0) on every change of the node and of its
+  // host view (ClusterState::Reindex, allocatable, the host requests counted on it), so a
+  // policy may keep what it derived from the node under this value (fgd's prioritize). 0 until
+  // the node is first indexed. Like every field here, written under the Mirror's writer lock
+  // and read under its reader lock.
+  uint64_t version = 0;
   std::string name;
   std::string gpu_product;  // nvidia.com/gpu.product
   std::map<std::string, std::string> labels;  // only keys some catalog nodeSelector uses
@@ -674,6 +680,9 @@ class ClusterState {
   std::vector<ProjectState> projects_;
   absl::flat_hash_map<std::string, ProjectId> project_ids_;
   void BumpNodeSetVersion();
+  // Gives the node (by name; no-op for an unknown one) a new NodeState::version.
+  void TouchNode(NodeState& node);
+  void TouchNode(absl::string_view name);
   uint64_t node_set_version_ = 0;
   // [offering][slot] (see RoomRows); slot kUnknownSlot is never handed out, the slots of
   // erased nodes are reused.

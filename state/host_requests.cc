@@ -29,6 +29,7 @@ void ClusterState::UncountHostPod(absl::string_view id) {
   auto* node = it->second.node;
   AddTo(node->second, it->second.request, -1);
   host_pods_.erase(it);
+  TouchNode(node->first);  // its host view changed
   if (node->second.pods == 0) host_requested_.erase(host_requested_.find(node->first));
 }
 
@@ -51,6 +52,7 @@ void ClusterState::CountHost(const std::string& id, const std::string& node_name
   auto* node = &*host_requested_.try_emplace(node_name).first;
   AddTo(node->second, request, +1);
   host_pods_.emplace(id, HostPod{node, request});
+  TouchNode(node_name);  // its host view changed
 }
 
 HostResources ClusterState::HostRequested(absl::string_view node_name) const {

@@ -487,6 +487,7 @@ bool ClusterState::ApplyNode(const NodeObject& object) {
     // The common refresh: nothing the mirror keeps changed, unless the host view did.
     if (it->second->allocatable == allocatable) return false;
     it->second->allocatable = allocatable;
+    TouchNode(*it->second);  // the host view changed (Reindex is not called here)
     return true;
   }
   if (it == nodes_.end()) {

@@ -211,6 +211,8 @@ void ClusterState::Reindex(absl::string_view node_name) {
   }
   const std::vector<RoomRow> rows = RoomRowsOf(node);
   for (size_t o = 0; o < rows.size(); ++o) room_rows_[o][node.slot] = rows[o];
+  // Every change of the node's units, offerings, labels or liveness ends here.
+  TouchNode(node);
 }
 
 int32_t ClusterState::OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const {

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -522,6 +523,224 @@ TEST(FgdMemo, ScoresAsAFreshPolicyAfterEveryChange) {
   });
   check("host request removed");
   EXPECT_GT(compared, 0);
+}
+
+// fgd caches prioritize's score per node under NodeState::version (FgdPolicy::ScoreFiltered).
+// Through every kind of change that moves a score (binds and released binds of each sharing,
+// host requests of pods without GPUs coming and going, a node's cpu and its GPUs changing,
+// a project's own time-sliced unit), a decision core whose policy has scored every earlier
+// state prioritizes exactly as one whose policy was built afresh for the state at hand; and
+// each kind of change does move some score, so a stale entry would show.
+TEST(FgdScoreCache, PrioritizesAsAFreshPolicyAfterEveryChange) {
+  constexpr char kTs[] = "nvidia.com/gpu.shared";
+  std::vector<Offering> offerings(4);
+  offerings[0].resource = kGpu;
+  offerings[1].resource = kMps;
+  offerings[1].sharing = Sharing::kMps;
+  offerings[1].replicas = 4;
+  offerings[2].resource = kTs;
+  offerings[2].sharing = Sharing::kTimeSliced;
+  offerings[2].replicas = 4;
+  offerings[3].resource = "nvidia.com/gpu.mps-one";
+  offerings[3].sharing = Sharing::kMps;
+  offerings[3].replicas = 4;
+  offerings[3].mps_single_project = true;
+  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto catalog = std::make_shared<const Catalog>(*std::move(built));
+  constexpr char kMpsOne[] = "nvidia.com/gpu.mps-one";
+
+  Mirror mirror(catalog, MirrorOptions{});
+  auto node_object = [&](int i, int64_t cpu_milli, int64_t gpus) {
+    NodeObject n;
+    n.name = absl::StrCat("n", i);
+    n.allocatable_milli[kGpu] = gpus * 1000;
+    n.allocatable_milli[kMps] = gpus * 4000;
+    n.allocatable_milli[kTs] = gpus * 4000;
+    n.allocatable_milli[kMpsOne] = gpus * 4000;
+    n.allocatable_milli["cpu"] = cpu_milli;
+    n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+    n.allocatable_milli["pods"] = 110000;
+    return n;
+  };
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    b.namespaces.push_back({"team-b", {}});
+    for (int i = 0; i < 4; ++i) b.nodes.push_back(node_object(i, 16000, 4));
+    s.ApplyBatch(b);
+    return true;
+  });
+  const std::vector<absl::string_view> names = {"n0", "n1", "n2", "n3"};
+
+  FragmentationOptions o;
+  o.tasks = {Task(kGpu, 1, 4000), Task(kGpu, 2, 2000), Task(kMps, 1, 1000),
+             Task(kMps, 3, 500),  Task(kTs, 1, 3000),  Task(kMpsOne, 2, 1000)};
+  o.host_free = MirrorHostFree;
+  auto make = [&] {
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeFragmentationPolicy(catalog, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *std::move(p);
+  };
+
+  auto pod = [](const std::string& name, const std::string& ns, const std::string& resource,
+                int64_t amount, int64_t cpu_milli) {
+    PodObject p;
+    p.name = name;
+    p.namespace_name = ns;
+    p.uid = name + "-uid";
+    p.containers.push_back(
+        {"c", {{"cpu", cpu_milli}, {resource, amount * 1000}}, {{resource, amount * 1000}}});
+    return p;
+  };
+  std::vector<PodObject> probes;
+  for (const char* ns : {"team-a", "team-b"}) {
+    for (const char* resource : {kGpu, kMps, kTs, kMpsOne}) {
+      for (int64_t cpu : {0, 3000, 9000}) {
+        const int64_t amount = std::string(resource) == kTs ? 1 : 1 + cpu / 3000 % 2;
+        probes.push_back(pod(absl::StrCat("probe-", probes.size()), ns, resource, amount, cpu));
+      }
+    }
+  }
+
+  // One warm policy per probe: the cache keeps one request shape per node, so each warm
+  // policy holds its probe's scores from the last check, and its first call now is answered
+  // from them wherever the nodes' versions say nothing changed.
+  std::vector<std::unique_ptr<PlacementPolicy>> warm;
+  std::vector<std::unique_ptr<DecisionCore>> warm_cores;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    warm.push_back(make());
+    warm_cores.push_back(std::make_unique<DecisionCore>(&mirror, warm.back().get()));
+  }
+  std::vector<std::vector<int64_t>> last;
+  int compared = 0;
+  // Compares warm and fresh, and returns whether any score moved since the last check.
+  auto check = [&](const std::string& when) {
+    const std::unique_ptr<PlacementPolicy> fresh = make();
+    DecisionCore fresh_core(&mirror, fresh.get());
+    std::vector<std::vector<int64_t>> now;
+    for (size_t p = 0; p < probes.size(); ++p) {
+      SCOPED_TRACE(absl::StrCat(when, ", ", probes[p].name));
+      now.push_back(fresh_core.Prioritize(probes[p], names));
+      EXPECT_EQ(warm_cores[p]->Prioritize(probes[p], names), now.back());
+      ++compared;
+    }
+    const bool moved = !last.empty() && now != last;
+    last = std::move(now);
+    return moved;
+  };
+  check("empty");
+
+  std::vector<std::pair<std::string, Assignment>> bound;
+  int moved = 0;
+  const char* resources[] = {kGpu, kMps, kTs, kMpsOne};
+  for (int i = 0; i < 8; ++i) {
+    const PodObject p = pod(absl::StrCat("b", i), i % 3 == 0 ? "team-b" : "team-a",
+                            resources[i % 4], i % 4 == 2 ? 1 : 1 + i % 2, 1000 * i);
+    const DecisionCore::Resolved r = warm_cores[0]->Resolve(p);
+    const std::string node = absl::StrCat("n", i % 4);
+    ReserveDecision d = warm_cores[0]->Reserve(
+        PodClaim{p.namespace_name + "/" + p.name, p.uid, p.namespace_name, p.namespace_name},
+        r.request, node);
+    ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+    bound.emplace_back(PodIdOf(p.uid, p.namespace_name + "/" + p.name), *d.assignment);
+    // (A bind may leave every rounded score as it was: most do not.)
+    if (check(absl::StrCat("bind ", i))) ++moved;
+  }
+  EXPECT_GE(moved, 5);
+  moved = 0;
+  for (size_t i = 0; i < bound.size(); i += 3) {
+    EXPECT_TRUE(mirror.ReleaseReservation(bound[i].first, bound[i].second));
+    if (check(absl::StrCat("release ", i))) ++moved;
+  }
+  EXPECT_GE(moved, 2);
+  PodObject web;
+  web.name = "web";
+  web.namespace_name = "team-a";
+  web.uid = "web-uid";
+  web.node_name = "n1";
+  web.containers.push_back({"c", {{"cpu", 11000}}, {}});
+  mirror.Write([&](ClusterState& s) {
+    s.ApplyPod(web);
+    return true;
+  });
+  EXPECT_TRUE(check("host request added"));
+  mirror.Write([&](ClusterState& s) {
+    s.RemovePod(web.uid, "team-a/web");
+    return true;
+  });
+  EXPECT_TRUE(check("host request removed"));
+  mirror.Write([&](ClusterState& s) { return s.ApplyNode(node_object(2, 5000, 4)); });
+  EXPECT_TRUE(check("node cpu changed"));
+  mirror.Write([&](ClusterState& s) { return s.ApplyNode(node_object(3, 16000, 2)); });
+  EXPECT_TRUE(check("node gpus changed"));
+  EXPECT_GT(compared, 0);
+}
+
+// Threads prioritizing pods of different shapes at once on one fgd policy keep overwriting
+// each other's cache entries (one per node): every score read is still the whole entry of
+// its own shape (the TSan build runs this too).
+TEST(FgdScoreCache, ConcurrentPrioritizesOfManyShapesReadWholeEntries) {
+  auto catalog = TestCatalog();
+  Mirror mirror(catalog, MirrorOptions{});
+  std::vector<std::string> node_names;
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (int i = 0; i < 16; ++i) {
+      NodeObject n;
+      n.name = absl::StrCat("n", i);
+      n.allocatable_milli[kGpu] = 1000 * (1 + i % 8);
+      n.allocatable_milli[kMps] = 4000 * (1 + i % 8);
+      n.allocatable_milli["cpu"] = 2000 * (1 + i);
+      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+      n.allocatable_milli["pods"] = 110000;
+      b.nodes.push_back(n);
+      node_names.push_back(n.name);
+    }
+    s.ApplyBatch(b);
+    return true;
+  });
+  const std::vector<absl::string_view> names(node_names.begin(), node_names.end());
+  FragmentationOptions o;
+  o.tasks = {Task(kGpu, 1, 4000), Task(kGpu, 2, 2000), Task(kMps, 1, 1000), Task(kMps, 3, 500)};
+  o.host_free = MirrorHostFree;
+  auto make = [&] {
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeFragmentationPolicy(catalog, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *std::move(p);
+  };
+  std::vector<PodObject> shapes;
+  for (int i = 0; i < 6; ++i) {
+    PodObject p;
+    p.name = absl::StrCat("shape-", i);
+    p.namespace_name = "team-a";
+    p.uid = p.name + "-uid";
+    const std::string resource = i % 2 == 0 ? kGpu : kMps;
+    const int64_t amount = 1 + i / 3;
+    p.containers.push_back(
+        {"c", {{"cpu", 1500 * i}, {resource, amount * 1000}}, {{resource, amount * 1000}}});
+    shapes.push_back(p);
+  }
+  std::vector<std::vector<int64_t>> expected;
+  for (const PodObject& p : shapes) {
+    const std::unique_ptr<PlacementPolicy> alone = make();
+    expected.push_back(DecisionCore(&mirror, alone.get()).Prioritize(p, names));
+  }
+  std::set<std::vector<int64_t>> distinct(expected.begin(), expected.end());
+  EXPECT_GT(distinct.size(), 2u) << "the shapes must score differently to tell entries apart";
+  const std::unique_ptr<PlacementPolicy> shared = make();
+  DecisionCore core(&mirror, shared.get());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        const size_t s = static_cast<size_t>(t + i) % shapes.size();
+        EXPECT_EQ(core.Prioritize(shapes[s], names), expected[s]) << shapes[s].name;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace
