@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,30 +56,20 @@ DecisionCore::DecisionCore(Mirror* mirror, const PlacementPolicy* policy, Option
 
 namespace {
 
-// The best-scored candidate the policy scored (`scored`; among the top level, the one the
-// policy's Preference ranks first, ties to the lowest name) scores 10 and the others half
-// their score (DecisionCore::Prioritize). A node the policy scored 0 can win: among nodes
-// that all score 0 the policy still prefers the first, as First Fit does.
-void NameWinner(const ClusterState& state, const PlacementPolicy& policy, const PodRequest& request,
-                const std::vector<absl::string_view>& names, const std::vector<const NodeState*>& nodes,
-                const std::vector<bool>& scored, std::vector<int64_t>& scores) {
-  std::optional<int64_t> top;
-  for (size_t i = 0; i < scores.size(); ++i) {
-    if (scored[i] && (!top || scores[i] > *top)) top = scores[i];
-  }
-  if (!top) return;
+// The best-scored candidate the policy scored (`scored`; ties to the lowest name) scores 10
+// and the others half their score (DecisionCore::Prioritize). A node the policy scored 0 can
+// win: among nodes that all score 0 the policy still prefers the first, as First Fit does.
+void NameWinner(const std::vector<absl::string_view>& names, const std::vector<bool>& scored,
+                std::vector<int64_t>& scores) {
   std::optional<size_t> best;
-  double best_preference = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < scores.size(); ++i) {
-    if (!scored[i] || scores[i] != *top) continue;
-    const double preference =
-        policy.Preference(state, request, *nodes[i]).value_or(-std::numeric_limits<double>::infinity());
-    if (!best || preference > best_preference + 1e-12 ||
-        (preference >= best_preference - 1e-12 && names[i] < names[*best])) {
+    if (!scored[i]) continue;
+    if (!best || scores[i] > scores[*best] ||
+        (scores[i] == scores[*best] && names[i] < names[*best])) {
       best = i;
-      best_preference = std::max(best_preference, preference);
     }
   }
+  if (!best) return;
   for (int64_t& s : scores) s /= 2;
   scores[*best] = kMaxExtenderPriority;
 }
@@ -219,9 +208,6 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
         scores[i] = clamped(policy->Score(state, request, *candidates->nodes[i]));
         scored[i] = true;
       }
-      if (policy->DecidesOutrightSeeingEveryPod()) {
-        NameWinner(state, *policy, request, names, candidates->nodes, scored, scores);
-      }
       return;
     }
     const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
@@ -243,10 +229,8 @@ std::vector<int64_t> DecisionCore::Prioritize(const PodObject& pod,
         scored[i] = false;
       }
     }
-    if (options_.every_pod && policy->DecidesOutrightSeeingEveryPod()) {
-      NameWinner(state, *policy, request, names, nodes, scored, scores);
-    }
   });
+  if (options_.every_pod && policy->DecidesOutrightSeeingEveryPod()) NameWinner(names, scored, scores);
   return scores;
 }
 

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -528,20 +527,6 @@ class FragPolicyBase : public PlacementPolicy {
     return Grade(state.catalog().Get(request.offering).sharing, *c);
   }
 
-  // Minus the value Score grades: the order fgd's own (continuous) score gives.
-  std::optional<double> Preference(const ClusterState& state, const PodRequest& request,
-                                   const NodeState& node) const override {
-    if (request.offering == kNoOffering && request.unresolvable.empty()) {
-      std::optional<Choice> c = HostOnlyChoice(state, request, node);
-      if (!c) return std::nullopt;
-      return -c->delta;
-    }
-    absl::StatusOr<Choice> c = Decide(state, request, node);
-    if (!c.ok()) return std::nullopt;
-    if (c->owned) return std::numeric_limits<double>::infinity();
-    return -c->delta;
-  }
-
   absl::StatusOr<Assignment> ChooseUnits(const ClusterState& state, const PodRequest& request,
                                          const NodeState& node) const override {
     absl::StatusOr<Choice> c = Decide(state, request, node);
@@ -570,10 +555,6 @@ class FragPolicyBase : public PlacementPolicy {
   // resources (fgd).
   virtual int64_t HostOnlyScore(const ClusterState&, const PodRequest&, const NodeState&) const {
     return 0;
-  }
-  // The value HostOnlyScore grades; nullopt where the policy has none.
-  virtual std::optional<Choice> HostOnlyChoice(const ClusterState&, const PodRequest&, const NodeState&) const {
-    return std::nullopt;
   }
 
   const FragmentationModel::Impl& impl() const { return *impl_; }
@@ -852,23 +833,18 @@ class FgdPolicy final : public FragPolicyBase {
   // task), plus the approach to that cliff (Impl::Starved), as for a GPU pod.
   int64_t HostOnlyScore(const ClusterState& state, const PodRequest& request,
                         const NodeState& node) const override {
-    std::optional<Choice> c = HostOnlyChoice(state, request, node);
-    // No host view (fgd-gpu) or the pod's demand unknown: no preference.
-    if (!c) return kMaxExtenderPriority / 2;
-    return Grade(Sharing::kExclusive, *c);
-  }
-  std::optional<Choice> HostOnlyChoice(const ClusterState& state, const PodRequest& request,
-                                       const NodeState& node) const override {
     DeviceView view(impl(), state, node);
     view.SetPod(request);
-    if (!view.pod_known()) return std::nullopt;
+    if (!view.pod_known()) {
+      return kMaxExtenderPriority / 2;  // no host view (fgd-gpu) or the pod's demand unknown: no preference
+    }
     const double idle = view.Idle(view.devices());
     Choice c;
     if (idle > 0) {
       c.delta = impl().F(node.gpu_product, view.devices(), view.MaskAfter()) -
                 impl().F(node.gpu_product, view.devices(), view.MaskBefore()) + view.StarvedDelta(idle, idle);
     }
-    return c;
+    return Grade(Sharing::kExclusive, c);
   }
 
  private:

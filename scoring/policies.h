@@ -67,15 +67,6 @@ class PlacementPolicy {
   // sees every pod's cpu and memory can pack the host as well as the GPUs; the in-tree
   // NodeResourcesFit (LeastAllocated) spreads instead and undoes that packing.
   virtual bool DecidesOutrightSeeingEveryPod() const { return false; }
-  // A finer preference than Score (higher is better) among nodes Score ranks alike: the node
-  // a policy names outright is the best of its top level by this, ties to the lowest name.
-  // Eleven extender levels lump together placements the policy itself tells apart (fgd: a
-  // tenth of a GPU of fragmentation). nullopt (the default): no finer order.
-  virtual std::optional<double> Preference(const ClusterState& state, const PodRequest& request,
-                                           const NodeState& node) const {
-    (void)state, (void)request, (void)node;
-    return std::nullopt;
-  }
 };
 
 // "affinity-pack": the project's partly filled unit first (fullest first), then nodes
