@@ -380,27 +380,34 @@ TEST(OpenbImport, MalformedRowsNameTheLine) {
   }
 }
 
+// A small openb input replayed once as it is: node rows (sn,cpu_milli,memory_mib,gpu,model)
+// and pod rows (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec), headers added.
+absl::StatusOr<ReplayInput> SmallOpenbInput(const std::string& node_rows, const std::string& pod_rows) {
+  absl::StatusOr<std::vector<OpenbNode>> nodes =
+      ParseOpenbNodes("sn,cpu_milli,memory_mib,gpu,model\n" + node_rows, "nodes.csv");
+  if (!nodes.ok()) return nodes.status();
+  absl::StatusOr<std::vector<OpenbPod>> pods =
+      ParseOpenbPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + pod_rows, "pods.csv");
+  if (!pods.ok()) return pods.status();
+  OpenbOptions o;
+  o.load = 0;
+  absl::StatusOr<OpenbImport> imp = ImportOpenb(*nodes, *pods, o);
+  if (!imp.ok()) return imp.status();
+  absl::StatusOr<ReplayInput> in = PrepareInput(std::move(imp->trace), "", "");
+  if (in.ok()) in->cluster_gpus = imp->cluster_gpus;
+  return in;
+}
+
 // One 1-GPU node, advertised whole and as 100 MPS shares (twins). A sharing pod takes shares of
 // GPU 0; a whole-GPU pod must then fail (the GPU's other half is held by the node agent), and a
 // second sharing pod fits beside the first one while shares are left.
 TEST(OpenbImport, TwinsKeepOneGpuFromServingBothWays) {
-  absl::StatusOr<std::vector<OpenbNode>> nodes = ParseOpenbNodes(
-      "sn,cpu_milli,memory_mib,gpu,model\nn-0,64000,65536,1,T4\n", "nodes.csv");
-  absl::StatusOr<std::vector<OpenbPod>> pods = ParseOpenbPods(
-      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-      "s-0,1000,1,1,500\n"
-      "w-0,1000,1,1,1000\n"
-      "s-1,1000,1,1,400\n"
-      "s-2,1000,1,1,200\n",
-      "pods.csv");
-  ASSERT_TRUE(nodes.ok() && pods.ok());
-  OpenbOptions o;
-  o.load = 0;
-  absl::StatusOr<OpenbImport> imp = ImportOpenb(*nodes, *pods, o);
-  ASSERT_TRUE(imp.ok()) << imp.status();
-  absl::StatusOr<ReplayInput> in = PrepareInput(std::move(imp->trace), "", "");
+  absl::StatusOr<ReplayInput> in = SmallOpenbInput("n-0,64000,65536,1,T4\n",
+                                                    "s-0,1000,1,1,500,\n"
+                                                    "w-0,1000,1,1,1000,\n"
+                                                    "s-1,1000,1,1,400,\n"
+                                                    "s-2,1000,1,1,200,\n");
   ASSERT_TRUE(in.ok()) << in.status();
-  in->cluster_gpus = imp->cluster_gpus;
   for (const char* policy : {"affinity-pack", "fgd", "bestfit"}) {
     const RunResult r = RunInProcess(*in, policy);
     EXPECT_THAT(r.placements, ElementsAre("default/s-0 n-0 nvidia.com/gpu.mps/0x50",
@@ -419,23 +426,12 @@ TEST(OpenbImport, TwinsKeepOneGpuFromServingBothWays) {
 // mix from the pods the replay's filter calls show it, products pinned by gpu_spec affinity
 // included, and places every pod the trace's own mix would let fit.
 TEST(ReplayLearnedMix, TheServicesFgdLearnsFromTheFilterCalls) {
-  absl::StatusOr<std::vector<OpenbNode>> nodes = ParseOpenbNodes(
-      "sn,cpu_milli,memory_mib,gpu,model\nn-0,64000,65536,2,T4\nn-1,64000,65536,2,V100M16\n", "nodes.csv");
-  absl::StatusOr<std::vector<OpenbPod>> pods = ParseOpenbPods(
-      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-      "t-0,1000,1,1,1000,T4\n"
-      "t-1,1000,1,1,1000,T4\n"
-      "any-0,1000,1,1,1000,\n"
-      "v-0,1000,1,1,500,V100M16\n",
-      "pods.csv");
-  ASSERT_TRUE(nodes.ok() && pods.ok());
-  OpenbOptions oo;
-  oo.load = 0;
-  absl::StatusOr<OpenbImport> imp = ImportOpenb(*nodes, *pods, oo);
-  ASSERT_TRUE(imp.ok()) << imp.status();
-  absl::StatusOr<ReplayInput> in = PrepareInput(std::move(imp->trace), "", "");
+  absl::StatusOr<ReplayInput> in = SmallOpenbInput("n-0,64000,65536,2,T4\nn-1,64000,65536,2,V100M16\n",
+                                                    "t-0,1000,1,1,1000,T4\n"
+                                                    "t-1,1000,1,1,1000,T4\n"
+                                                    "any-0,1000,1,1,1000,\n"
+                                                    "v-0,1000,1,1,500,V100M16\n");
   ASSERT_TRUE(in.ok()) << in.status();
-  in->cluster_gpus = imp->cluster_gpus;
 
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeReplayPolicy("fgd-learned", *in);
   ASSERT_TRUE(p.ok()) << p.status();
