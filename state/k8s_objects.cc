@@ -289,8 +289,6 @@ absl::Status DecodeRequirement(const Value& item, const Path& path, NodeSelector
   return absl::OkStatus();
 }
 
-// spec.affinity: only nodeAffinity's required terms are kept (PodObject::required_node_terms);
-// the other members are skipped unread, as any field we do not keep.
 // The one member of `obj` named `name` (nullptr when absent or null); `obj` nullptr or null
 // reads as absent too.
 absl::Status OneField(const Value* obj, const Path& path, absl::string_view name, const Value** out) {
