@@ -156,18 +156,26 @@ AdmissionGuard::Decision AdmissionGuard::Decide(const ServedOffering& offering,
   return d;
 }
 
-absl::Status AdmissionGuard::Refresh() {
+absl::Status AdmissionGuard::Refresh(absl::Time call_started) {
   // A pod-resources error leaves the old view in place: held IDs only grow until kubelet's
   // book shows them, so a stale view can only make a pod look less satisfied.
   absl::Status pods = pods_->Resync(options_.resync_timeout);
   auto view = pod_resources_->List(options_.pod_resources_timeout);
-  if (view.ok()) UpdatePodResources(*std::move(view));
+  // Kubelet admits one container at a time and records each allocation before it makes the
+  // next admission's calls, so a booking made before this call that the fresh view does not
+  // show will never be recorded: its pod was removed (a stale admission of a deleted pod) or
+  // its admission failed. Kept, it would count the unit as held by the pod the agent
+  // attributed it to, which then could not be admitted at all. (Kubelet may re-allocate
+  // concurrently on a pod worker; a booking dropped too early there only makes a pod look
+  // unsatisfied, and PreStartContainer still checks the devices kubelet recorded.)
+  if (view.ok()) ApplyView(*std::move(view), call_started);
   return pods;
 }
 
 std::vector<std::string> AdmissionGuard::PreferredAllocation(
     const ServedOffering& offering, const std::vector<std::string>& available,
     const std::vector<std::string>& must_include, int32_t size) {
+  const absl::Time called = absl::Now();
   std::vector<NodePod> pods = pods_->Snapshot();
   {
     absl::MutexLock lock(&mu_);
@@ -176,7 +184,7 @@ std::vector<std::string> AdmissionGuard::PreferredAllocation(
       return PreferredIds(d.rep, offering, d.use, available, must_include, size);
     }
   }
-  (void)Refresh();  // a preference only: Allocate decides on a fresh list
+  (void)Refresh(called);  // a preference only: Allocate decides on a fresh list
   pods = pods_->Snapshot();
   absl::MutexLock lock(&mu_);
   Decision d = Decide(offering, pods);
@@ -198,7 +206,7 @@ AdmissionResult AdmissionGuard::Allocate(const ServedOffering& offering,
   // a consistent read that holds every binding kubelet can have seen; without one there is
   // no safe decision.
   result.refreshed = true;
-  if (absl::Status fresh = Refresh(); !fresh.ok()) {
+  if (absl::Status fresh = Refresh(absl::Now()); !fresh.ok()) {
     result.outcome = AdmissionOutcome::kRefused;
     result.status = absl::UnavailableError(absl::StrCat(
         "cannot list the pods bound to node ", options_.node, " to tell which pod kubelet is ",
@@ -223,7 +231,7 @@ AdmissionResult AdmissionGuard::Allocate(const ServedOffering& offering,
   result.outcome = AdmissionOutcome::kAllocated;
   result.status = absl::OkStatus();
   for (const std::string& id : ids) result.refs.push_back(*offering.Find(id));
-  bookings_.push_back(Booking{d.rep.pod_key, offering.resource(), ids});
+  bookings_.push_back(Booking{d.rep.pod_key, offering.resource(), ids, absl::Now()});
   return result;
 }
 
@@ -297,6 +305,11 @@ AdmissionResult AdmissionGuard::VerifyPreStart(const ServedOffering& offering,
 }
 
 void AdmissionGuard::UpdatePodResources(std::vector<ContainerDeviceIds> view) {
+  ApplyView(std::move(view), absl::Now() - options_.booking_grace);
+}
+
+void AdmissionGuard::ApplyView(std::vector<ContainerDeviceIds> view,
+                               absl::Time unrecorded_before) {
   absl::MutexLock lock(&mu_);
   std::set<std::pair<std::string, std::string>> shown;  // (resource, id)
   for (const ContainerDeviceIds& c : view) {
@@ -304,6 +317,7 @@ void AdmissionGuard::UpdatePodResources(std::vector<ContainerDeviceIds> view) {
   }
   bookings_.erase(std::remove_if(bookings_.begin(), bookings_.end(),
                                  [&](const Booking& b) {
+                                   if (b.made < unrecorded_before) return true;
                                    for (const std::string& id : b.ids) {
                                      if (shown.count({b.resource, id}) == 0) return false;
                                    }

@@ -68,6 +68,10 @@ struct AdmissionOptions {
   absl::Duration resync_timeout = absl::Seconds(2);
   absl::Duration pod_resources_timeout = absl::Seconds(1);
   absl::Duration prestart_timeout = absl::Seconds(5);  // kubelet allows PreStartContainer 30 s
+  // Kubelet records an allocation in its pod book (which pod-resources lists) as soon as the
+  // Allocate RPC returns. A booking that a view listed this long after it still does not show
+  // was never recorded, or its pod is gone (killed before the agent ever saw it listed).
+  absl::Duration booking_grace = absl::Seconds(5);
 };
 
 class AdmissionGuard {
@@ -86,7 +90,7 @@ class AdmissionGuard {
                                  const std::vector<std::string>& ids);
 
   // A fresh pod-resources view (from the audit loop): replaces the cached one and drops the
-  // bookings it now shows.
+  // bookings it now shows, and those older than booking_grace that it does not show.
   void UpdatePodResources(std::vector<ContainerDeviceIds> view);
   size_t bookings() const;
 
@@ -95,14 +99,19 @@ class AdmissionGuard {
     std::string pod_key;
     std::string resource;
     std::vector<std::string> ids;
+    absl::Time made;
   };
   struct Decision;
 
   Decision Decide(const ServedOffering& offering, const std::vector<NodePod>& pods) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One refresh of both views (no lock held). The status of the pod list: not OK when no
+  // One refresh of both views (no lock held), from an admission call (GetPreferredAllocation
+  // or Allocate) that began at `call_started`. The status of the pod list: not OK when no
   // fresh list of the node's pods came within resync_timeout.
-  absl::Status Refresh();
+  absl::Status Refresh(absl::Time call_started);
+  // Replaces the cached view. Bookings it shows are recorded by kubelet now; bookings made
+  // before `unrecorded_before` that it does not show never will be.
+  void ApplyView(std::vector<ContainerDeviceIds> view, absl::Time unrecorded_before);
 
   const Catalog* catalog_;
   PodSource* pods_;

@@ -399,6 +399,26 @@ TEST_F(AgentAdmission, RefusedStartIsRetriedWithTheSameDevices) {
   EXPECT_TRUE(kubelet_->StartsWaiting().empty());
 }
 
+// A kubelet whose view is older than a deletion admits the deleted pod x: the one pod waiting
+// (y) is taken to be the pod admitted, so x's container gets y's unit, and kubelet kills x
+// before pod-resources ever listed it. y's own admission must still get its unit: kubelet
+// records an allocation before its next admission call, so the unit handed to x is not y's.
+TEST_F(AgentAdmission, UnitHandedToAPodKubeletKilledStaysAvailableToItsOwner) {
+  StartAgent(kShared);
+  NodePod y = MakePod("team-b", "y", kShared, 1, "1");
+  pods_.Put(y);
+  NodePod x = MakePod("team-a", "x", kShared, 1, "");  // deleted: the agent no longer lists it
+  AdmitResult stale = kubelet_->Admit(KubeletPod(x));
+  ASSERT_TRUE(stale.status.ok()) << stale.status;
+  EXPECT_EQ(Visible(stale), "MIG-0001");  // y's unit, attributed to y
+  kubelet_->RemovePod("team-a/x");
+  AdmitResult r = kubelet_->Admit(KubeletPod(y));
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Visible(r), "MIG-0001");
+  EXPECT_TRUE(kubelet_->StartContainer("team-b/y", "main").ok());
+  EXPECT_EQ(guard_->bookings(), 0u);
+}
+
 TEST_F(AgentAdmission, PreStartContainerChecksThePodThatKubeletRecorded) {
   StartAgent(kShared);
   NodePod a = MakePod("team-a", "a1", kShared, 1, "0");
