@@ -336,19 +336,26 @@ absl::Status HttpPlacer::Start(const std::string& list_json, const ObjectBatch& 
 
 absl::Status HttpPlacer::Stop() {
   Impl& m = *impl_;
+  {
+    // Our idle keep-alive connections first: the server's workers serve a connection until
+    // its client closes it or the keep-alive timeout (5 s) passes, and Wait waits for them.
+    absl::MutexLock lock(&m.pool_mu);
+    m.pool.clear();
+  }
   if (m.server) {
     m.server->Stop();
     m.server->Wait(absl::Seconds(10));
     m.server.reset();
   }
-  {
-    absl::MutexLock lock(&m.pool_mu);
-    m.pool.clear();
-  }
   if (m.reflector) {
     m.reflector->Stop();
     m.reflector.reset();
   }
+  // Likewise the API client's idle connections (the local API server keeps an idle connection
+  // for 1 s): nothing calls the service once its server is gone.
+  m.service.reset();
+  m.binder.reset();
+  m.client.reset();
   if (m.api) {
     m.api->Stop();
     m.api.reset();
