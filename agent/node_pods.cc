@@ -31,18 +31,30 @@ absl::StatusOr<NodePod> DecodeNodePod(const rapidjson::Value& value, absl::strin
       }
     }
   }
-  // Devices are whole numbers: limits (== requests for extended resources) in milli-units.
+  // Devices are whole numbers: limits (== requests for extended resources) in milli-units,
+  // aggregated as kubelet's device manager hands them out (AggregatePodRequest: an init
+  // container's devices pass to later containers, a sidecar's stay its own).
+  static constexpr int64_t kCap = int64_t{1} << 62;
   std::map<std::string, int64_t> app;
-  for (const ContainerResources& c : pod->containers) {
-    for (const auto& [name, milli] : c.limits_milli) app[name] += milli / 1000;
-    for (const auto& [name, milli] : c.requests_milli) {
-      if (c.limits_milli.count(name) == 0) app[name] += milli / 1000;
+  for (const auto* list : {&pod->containers, &pod->init_containers}) {
+    for (const ContainerResources& c : *list) {
+      for (const auto* m : {&c.limits_milli, &c.requests_milli}) {
+        for (const auto& entry : *m) app.emplace(entry.first, 0);
+      }
     }
   }
-  for (const ContainerResources& c : pod->init_containers) {
-    for (const auto& [name, milli] : c.limits_milli) {
-      app[name] = std::max(app[name], milli / 1000);
-    }
+  for (auto& [name, count] : app) {
+    const std::string& resource = name;
+    count = AggregatePodRequest(
+                *pod,
+                [&](const ContainerResources& c) -> int64_t {
+                  auto limit = c.limits_milli.find(resource);
+                  if (limit != c.limits_milli.end()) return std::clamp<int64_t>(limit->second, 0, kCap) / 1000;
+                  auto request = c.requests_milli.find(resource);
+                  if (request == c.requests_milli.end()) return int64_t{0};
+                  return std::clamp<int64_t>(request->second, 0, kCap) / 1000;
+                },
+                kCap);
   }
   for (const auto& [name, count] : app) {
     if (count > 0) out.device_needs[name] = count;

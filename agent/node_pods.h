@@ -4,8 +4,9 @@
 //
 // A NodePod keeps what identification needs: identity, phase, deletion, annotations, and how
 // many devices of each requested extended resource the pod's containers need in total (what
-// kubelet's device manager will allocate: the sum over app containers' limits, or the largest
-// init container's limit if that is more, since init containers' devices are reused).
+// kubelet's device manager will allocate: the app containers' and sidecars' limits added up,
+// or what an init container needs with the sidecars started before it if that is more, since
+// other init containers' devices are reused; AggregatePodRequest).
 #ifndef GSE_AGENT_NODE_PODS_H_
 #define GSE_AGENT_NODE_PODS_H_
 

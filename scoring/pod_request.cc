@@ -1,5 +1,5 @@
 // ResolvePodRequest: what a pod asks of the GPU catalog, computed the way kube-scheduler
-// computes a pod's effective request (max(sum over containers, max over init containers)), so
+// computes a pod's effective request (AggregatePodRequest: sidecars included), so
 // that our view of "how much" never disagrees with the scheduler's own resource fit.
 #include "scoring/pod_request.h"
 
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,48 +26,29 @@ constexpr char kTooManyShares[] = "more shares than one unit has";
 constexpr char kFractional[] = "GPU resource amount must be a whole number";
 constexpr char kTooManyUnits[] = "more GPU units than one pod may hold";
 
-// Hostile specs may carry huge quantities; saturate instead of overflowing.
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  if (b > 0 && a > std::numeric_limits<int64_t>::max() - b) {
-    return std::numeric_limits<int64_t>::max();
-  }
-  if (b < 0 && a < std::numeric_limits<int64_t>::min() - b) {
-    return std::numeric_limits<int64_t>::min();
-  }
-  return a + b;
-}
+// Hostile specs may carry huge quantities: every sum saturates here (AggregatePodRequest's
+// cap), far above any amount a pod may ask (kMaxUnitsPerPod, the shares of one unit).
+constexpr int64_t kMaxMilli = int64_t{1} << 62;
 
-struct Demand {
-  int64_t sum_milli = 0;       // over regular containers
-  int64_t max_init_milli = 0;  // over init containers
-  bool fractional = false;     // some container asked for a fraction of a unit
-};
-
-// Adds one container's catalog resources to `demand`, per offering. A container that names an
-// offering twice (canonical name and alias) asks for both amounts of the same thing.
-void AddContainer(const Catalog& catalog, const ContainerResources& c, bool init,
-                  std::map<OfferingId, Demand>& demand) {
-  std::map<OfferingId, int64_t> per_container;
+// One container's request of each catalog offering, in milli-units. Kubernetes defaults a
+// missing request to the limit; a present request wins. A container that names an offering
+// twice (canonical name and alias) asks for both amounts of the same thing. Offerings asked
+// for in a fraction of a unit are added to `fractional`.
+std::map<OfferingId, int64_t> ContainerDemand(const Catalog& catalog, const ContainerResources& c,
+                                              std::set<OfferingId>* fractional) {
+  std::map<OfferingId, int64_t> out;
   auto take = [&](const std::string& key, int64_t milli) {
     const Offering* o = catalog.Find(key);
     if (o == nullptr) return;  // cpu, memory, other vendors' resources: not ours
-    Demand& d = demand[o->id];
-    if (milli % kMilli != 0) d.fractional = true;
-    per_container[o->id] = SaturatingAdd(per_container[o->id], milli);
+    if (milli % kMilli != 0 && fractional != nullptr) fractional->insert(o->id);
+    int64_t& sum = out[o->id];
+    sum = std::min(sum + std::clamp<int64_t>(milli, 0, kMaxMilli), kMaxMilli);
   };
-  // Kubernetes defaults a missing request to the limit; a present request wins.
   for (const auto& [key, milli] : c.requests_milli) take(key, milli);
   for (const auto& [key, milli] : c.limits_milli) {
     if (c.requests_milli.count(key) == 0) take(key, milli);
   }
-  for (const auto& [id, milli] : per_container) {
-    Demand& d = demand[id];
-    if (init) {
-      d.max_init_milli = std::max(d.max_init_milli, milli);
-    } else {
-      d.sum_milli = SaturatingAdd(d.sum_milli, milli);
-    }
-  }
+  return out;
 }
 
 }  // namespace
@@ -77,15 +59,32 @@ PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::
   request.host = PodHostRequest(pod);
   request.host_known = true;
 
-  std::map<OfferingId, Demand> demand;
-  for (const auto& c : pod.containers) AddContainer(catalog, c, /*init=*/false, demand);
-  for (const auto& c : pod.init_containers) AddContainer(catalog, c, /*init=*/true, demand);
+  // Every offering some container names, with the pod's aggregate request of it: app
+  // containers and sidecars add up, other init containers' units are reused
+  // (AggregatePodRequest, as kube-scheduler counts it).
+  std::set<OfferingId> fractional;
+  std::map<OfferingId, int64_t> demand;
+  for (const auto* list : {&pod.containers, &pod.init_containers}) {
+    for (const ContainerResources& c : *list) {
+      for (const auto& entry : ContainerDemand(catalog, c, &fractional)) demand[entry.first] = 0;
+    }
+  }
+  for (auto& [id, milli] : demand) {
+    const OfferingId offering = id;
+    milli = AggregatePodRequest(
+        pod,
+        [&](const ContainerResources& c) {
+          const std::map<OfferingId, int64_t> own = ContainerDemand(catalog, c, nullptr);
+          auto it = own.find(offering);
+          return it == own.end() ? int64_t{0} : it->second;
+        },
+        kMaxMilli);
+  }
 
   // A resource named with quantity 0 asks for nothing: kube-scheduler sends such pods because
   // the name matches managedResources, and the mirror does not count them either.
   for (auto it = demand.begin(); it != demand.end();) {
-    const Demand& d = it->second;
-    if (!d.fractional && std::max(d.sum_milli, d.max_init_milli) <= 0) {
+    if (fractional.count(it->first) == 0 && it->second <= 0) {
       it = demand.erase(it);
     } else {
       ++it;
@@ -98,11 +97,10 @@ PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::
     return request;
   }
 
-  const auto& [id, d] = *demand.begin();
+  const auto& [id, milli] = *demand.begin();
   const Offering& offering = catalog.Get(id);
   request.offering = id;
-  const int64_t milli = std::max(d.sum_milli, d.max_init_milli);
-  if (d.fractional || milli % kMilli != 0) {
+  if (fractional.count(id) != 0 || milli % kMilli != 0) {
     request.unresolvable = kFractional;
     return request;
   }

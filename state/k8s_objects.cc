@@ -232,7 +232,9 @@ absl::Status DecodeTaints(const Value* v, const Path& path,
   return absl::OkStatus();
 }
 
-absl::Status DecodeContainers(const Value* v, const Path& path,
+// `init`: initContainers, whose `restartPolicy: Always` marks a sidecar. App containers'
+// restartPolicy (container restart rules) changes nothing counted here and is not read.
+absl::Status DecodeContainers(const Value* v, const Path& path, bool init,
                               std::vector<ContainerResources>* out) {
   if (v == nullptr) return absl::OkStatus();
   if (!v->IsArray()) return WrongType(path, "an array", *v);
@@ -241,12 +243,20 @@ absl::Status DecodeContainers(const Value* v, const Path& path,
     const Path item_path = path.Index(i);
     const Value& item = (*v)[i];
     if (absl::Status s = RequireObject(item, item_path); !s.ok()) return s;
-    static constexpr absl::string_view kNames[] = {"name", "resources"};
-    const Value* f[2];
+    static constexpr absl::string_view kNames[] = {"name", "resources", "restartPolicy"};
+    const Value* f[3];
     if (absl::Status s = GetFields(item, item_path, kNames, f); !s.ok()) return s;
     ContainerResources container;
     const Path name_path = item_path.Field("name");
     if (absl::Status s = ReadString(f[0], name_path, &container.name); !s.ok()) return s;
+    if (init && f[2] != nullptr) {
+      // The API server admits only "Always" here; any other string is a plain init container.
+      std::string policy;
+      if (absl::Status s = ReadString(f[2], item_path.Field("restartPolicy"), &policy); !s.ok()) {
+        return s;
+      }
+      container.restartable = policy == "Always";
+    }
     if (f[1] != nullptr) {
       const Path res_path = item_path.Field("resources");
       if (absl::Status s = RequireObject(*f[1], res_path); !s.ok()) return s;
@@ -408,9 +418,12 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
     const Path sel_path = spec_path.Field("nodeSelector");
     if (absl::Status s = ReadStringMap(f[2], sel_path, &pod->node_selector); !s.ok()) return s;
     const Path c_path = spec_path.Field("containers");
-    if (absl::Status s = DecodeContainers(f[3], c_path, &pod->containers); !s.ok()) return s;
+    if (absl::Status s = DecodeContainers(f[3], c_path, /*init=*/false, &pod->containers);
+        !s.ok()) {
+      return s;
+    }
     const Path ic_path = spec_path.Field("initContainers");
-    if (absl::Status s = DecodeContainers(f[4], ic_path, &pod->init_containers); !s.ok()) {
+    if (absl::Status s = DecodeContainers(f[4], ic_path, /*init=*/true, &pod->init_containers); !s.ok()) {
       return s;
     }
     const Path oh_path = spec_path.Field("overhead");
@@ -666,12 +679,11 @@ namespace {
 int64_t PodRequestMilli(const PodObject& pod, const std::string& resource, int64_t cap) {
   auto of = [&](const std::map<std::string, int64_t>& m) {
     auto it = m.find(resource);
-    return it == m.end() ? 0 : std::min(it->second, cap);
+    return it == m.end() ? 0 : std::clamp<int64_t>(it->second, 0, cap);
   };
-  int64_t sum = 0;
-  for (const ContainerResources& c : pod.containers) sum = std::min(sum + of(c.requests_milli), cap);
-  for (const ContainerResources& c : pod.init_containers) sum = std::max(sum, of(c.requests_milli));
-  return std::min(sum + of(pod.overhead_milli), cap);
+  const int64_t containers = AggregatePodRequest(
+      pod, [&](const ContainerResources& c) { return of(c.requests_milli); }, cap);
+  return std::min(containers + of(pod.overhead_milli), cap);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #ifndef GSE_STATE_K8S_OBJECTS_H_
 #define GSE_STATE_K8S_OBJECTS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -59,6 +60,10 @@ struct ContainerResources {
   std::string name;
   std::map<std::string, int64_t> requests_milli;
   std::map<std::string, int64_t> limits_milli;
+  // An init container with `restartPolicy: Always`: a sidecar (KEP-753), which keeps running
+  // beside the app containers, so its requests add to theirs instead of being reused by them.
+  // Always false for app containers.
+  bool restartable = false;
 };
 
 // One requirement of a node selector term (key, operator In/NotIn/Exists/DoesNotExist/Gt/Lt,
@@ -106,12 +111,38 @@ struct PodObject {
   bool Terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 
+// A pod's request for one resource as Kubernetes aggregates its containers' (component-
+// helpers' AggregateContainerRequests, which kube-scheduler's NodeResourcesFit, the DRA
+// extended-resource claim and, device by device, kubelet's device manager all follow):
+//   max(sum over app containers and sidecars,
+//       max over each other init container i of (its request + the sidecars before i)).
+// An init container's devices pass to the containers after it; a sidecar's stay its own.
+// `of(container)` is one container's request (>= 0); every sum saturates at `cap` (<= 2^62,
+// so that the sum of two capped values cannot overflow).
+template <typename Of>
+int64_t AggregatePodRequest(const PodObject& pod, const Of& of, int64_t cap) {
+  auto add = [cap](int64_t a, int64_t b) { return std::min(std::min(a, cap) + std::min(b, cap), cap); };
+  int64_t running = 0;  // app containers and sidecars: they run together
+  for (const ContainerResources& c : pod.containers) running = add(running, of(c));
+  int64_t sidecars = 0;   // the sidecars started so far
+  int64_t init_peak = 0;  // the most any init container needs while it runs
+  for (const ContainerResources& c : pod.init_containers) {
+    const int64_t own = of(c);
+    if (c.restartable) {
+      running = add(running, own);
+      sidecars = add(sidecars, own);
+      init_peak = std::max(init_peak, sidecars);
+    } else {
+      init_peak = std::max(init_peak, add(own, sidecars));
+    }
+  }
+  return std::max(running, init_peak);
+}
+
 // What a pod asks of its node's cpu and memory as kube-scheduler counts it (its
-// NodeResourcesFit computePodResourceRequest): per resource, max(sum over containers, each
-// init container alone) + spec.overhead. Not modelled: restartable ("sidecar") init
-// containers, which kube-scheduler adds to the containers' sum, and in-place resize
-// (status.containerStatuses[].allocatedResources): both are counted as plain init containers
-// and spec requests. Each result is capped at kMaxHostRequest so that sums over any number of
+// NodeResourcesFit computePodResourceRequest): per resource, AggregatePodRequest +
+// spec.overhead. Not modelled: in-place resize (status.containerStatuses[].allocatedResources):
+// spec requests are counted. Each result is capped at kMaxHostRequest so that sums over any number of
 // pods stay exact in 64 bits (ClusterState keeps them; pods beyond it are hostile input).
 inline constexpr int64_t kMaxHostRequest = int64_t{1} << 44;
 struct HostRequest {

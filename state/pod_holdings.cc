@@ -26,46 +26,54 @@
 namespace gse {
 namespace {
 
-// What a pod asks of the catalog, as kube-scheduler counts it: per resource, max(sum over
-// containers, max over init containers) of the request, or the limit where no request is
-// given. Kept here (not scoring/) because state/ must not depend on scoring/.
+// What a pod asks of the catalog, as kube-scheduler counts it: per resource, the containers'
+// requests (or limits where no request is given) aggregated as AggregatePodRequest does
+// (sidecars add up, other init containers' units are reused). Kept here (not scoring/)
+// because state/ must not depend on scoring/.
 struct CatalogRequest {
   OfferingId offering = kNoOffering;
   int64_t amount = 0;  // whole units, tickets or shares
 };
 
 CatalogRequest ResolveCatalogRequest(const Catalog& catalog, const PodObject& pod) {
-  auto add = [](int64_t a, int64_t b) {
-    return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max()
-                                                        : a + b;
-  };
-  // Per offering, milli-units; one container may name an offering twice (name and alias).
-  auto per_container = [&](const ContainerResources& c, std::vector<int64_t>& out) {
-    out.assign(catalog.size(), 0);
+  static constexpr int64_t kCap = int64_t{1} << 62;
+  auto add = [](int64_t a, int64_t b) { return std::min(a + b, kCap); };
+  // One container's request of offering `id`, milli-units; a container may name an offering
+  // twice (name and alias).
+  auto container_milli = [&](const ContainerResources& c, OfferingId id) {
+    int64_t sum = 0;
     for (const auto& [name, milli] : c.requests_milli) {
-      if (const Offering* o = catalog.Find(name)) out[o->id] = add(out[o->id], std::max<int64_t>(0, milli));
+      const Offering* o = catalog.Find(name);
+      if (o != nullptr && o->id == id) sum = add(sum, std::clamp<int64_t>(milli, 0, kCap));
     }
     for (const auto& [name, milli] : c.limits_milli) {
       if (c.requests_milli.count(name) != 0) continue;
-      if (const Offering* o = catalog.Find(name)) out[o->id] = add(out[o->id], std::max<int64_t>(0, milli));
+      const Offering* o = catalog.Find(name);
+      if (o != nullptr && o->id == id) sum = add(sum, std::clamp<int64_t>(milli, 0, kCap));
     }
+    return sum;
   };
-  std::vector<int64_t> sum(catalog.size(), 0), init_max(catalog.size(), 0), one;
-  for (const ContainerResources& c : pod.containers) {
-    per_container(c, one);
-    for (size_t i = 0; i < one.size(); ++i) sum[i] = add(sum[i], one[i]);
+  // The offerings named at all, lowest id first (most pods name none).
+  std::vector<OfferingId> named;
+  for (const auto* list : {&pod.containers, &pod.init_containers}) {
+    for (const ContainerResources& c : *list) {
+      for (const auto* m : {&c.requests_milli, &c.limits_milli}) {
+        for (const auto& entry : *m) {
+          if (const Offering* o = catalog.Find(entry.first)) named.push_back(o->id);
+        }
+      }
+    }
   }
-  for (const ContainerResources& c : pod.init_containers) {
-    per_container(c, one);
-    for (size_t i = 0; i < one.size(); ++i) init_max[i] = std::max(init_max[i], one[i]);
-  }
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
   CatalogRequest r;
-  for (size_t i = 0; i < sum.size(); ++i) {
-    const int64_t milli = std::max(sum[i], init_max[i]);
+  for (const OfferingId id : named) {
+    const int64_t milli = AggregatePodRequest(
+        pod, [&](const ContainerResources& c) { return container_milli(c, id); }, kCap);
     if (milli <= 0) continue;
     // A pod naming two offerings cannot be placed by us; if something else bound it, the
     // lowest offering id is charged (one PodRecord holds one assignment).
-    r.offering = static_cast<OfferingId>(i);
+    r.offering = id;
     r.amount = milli / 1000 + (milli % 1000 != 0 ? 1 : 0);
     break;
   }

@@ -18,6 +18,7 @@
 #include "agent/audit_loop.h"
 #include "agent/device_health.h"
 #include "agent/inventory.h"
+#include "agent/node_pods.h"
 #include "agent/published_inventory.h"
 #include "agent/unit_map.h"
 #include "gmock/gmock.h"
@@ -69,6 +70,30 @@ std::vector<std::string> Keys(const std::vector<NodePod>& pods) {
   for (const NodePod& p : pods) out.push_back(p.Key());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// ---------------------------------------------------------------- DecodeNodePod
+
+// The devices kubelet's device manager hands the pod out, which the agent must match to the
+// extender's units: a plain init container's pass to later containers, a sidecar's stay its own.
+TEST(DecodeNodePodTest, DeviceNeedsCountSidecarsBesideTheAppContainers) {
+  auto needs = [](const std::string& init) {
+    rapidjson::Document d;
+    const std::string json = absl::StrCat(
+        R"({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"nodeName":"node-a",)",
+        R"("initContainers":[)", init, R"(],"containers":[{"name":"app","resources":)",
+        R"({"limits":{"nvidia.com/gpu":"1"}}}]}})");
+    d.Parse(json.c_str());
+    absl::StatusOr<NodePod> pod = DecodeNodePod(d, "Pod");
+    EXPECT_TRUE(pod.ok()) << pod.status();
+    return pod.ok() ? pod->device_needs : std::map<std::string, int64_t>{};
+  };
+  constexpr char kSetup[] = R"({"name":"setup","resources":{"limits":{"nvidia.com/gpu":"1"}}})";
+  constexpr char kProxy[] =
+      R"({"name":"proxy","restartPolicy":"Always","resources":{"limits":{"nvidia.com/gpu":"1"}}})";
+  EXPECT_EQ(needs(kSetup), (std::map<std::string, int64_t>{{"nvidia.com/gpu", 1}}));
+  EXPECT_EQ(needs(absl::StrCat(kSetup, ",", kProxy)), (std::map<std::string, int64_t>{{"nvidia.com/gpu", 2}}));
+  EXPECT_EQ(needs(absl::StrCat(kProxy, ",", kSetup)), (std::map<std::string, int64_t>{{"nvidia.com/gpu", 2}}));
 }
 
 // ---------------------------------------------------------------- ApiPodSource

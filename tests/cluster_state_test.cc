@@ -829,6 +829,20 @@ TEST_F(ClusterStateTest, ChargeUsesKubeSchedulerEffectiveRequest) {
   EXPECT_EQ(state_.FindPod("x/alias")->assignment.offering, Id(kA100));
 }
 
+TEST_F(ClusterStateTest, ChargeCountsASidecarsUnitsBesideTheAppContainers) {
+  AddStandardNode("n1");
+  PodObject p = Pod("x", "sidecar", "n1");
+  ContainerResources app{"a", {{kGpu, 1000}}, {}};
+  ContainerResources setup{"setup", {{kGpu, 1000}}, {}};
+  ContainerResources proxy{"proxy", {{kGpu, 1000}}, {}};
+  proxy.restartable = true;
+  p.containers = {app};
+  p.init_containers = {setup, proxy};
+  state_.ApplyPod(p);
+  EXPECT_EQ(state_.FindPod("x/sidecar")->assignment.units.size(), 2u)
+      << "app 1 + sidecar 1; setup's GPU is reused";
+}
+
 TEST_F(ClusterStateTest, ChargeBeyondFreeCapacityIsChargedAndAudited) {
   ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kGpu, 2}})));
   ASSERT_TRUE(state_.Reserve(Claim("a", "r"), A("n1", kGpu, {0, 1})).ok());

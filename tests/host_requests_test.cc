@@ -98,6 +98,40 @@ TEST(PodHostRequestTest, MaxOfContainersSumAndEachInitContainerPlusOverhead) {
   EXPECT_EQ(PodHostRequest(p), (HostRequest{750 + 100, 4000 + 10}));
 }
 
+// KEP-753's rule: sidecars (init containers with restartPolicy Always) run beside everything
+// started after them, so they add to the app containers and to every later init container.
+TEST(PodHostRequestTest, SidecarsAddToTheAppContainersAndToLaterInitContainers) {
+  PodObject p = Pod("p", "n", 1000, 1000);  // app: cpu 1, memory 1000
+  ContainerResources sidecar_a;
+  sidecar_a.requests_milli["cpu"] = 1000;
+  sidecar_a.restartable = true;
+  ContainerResources init_big;
+  init_big.requests_milli["cpu"] = 5000;
+  init_big.requests_milli["memory"] = 500 * 1000;
+  ContainerResources sidecar_b;
+  sidecar_b.requests_milli["cpu"] = 2000;
+  sidecar_b.requests_milli["memory"] = 4000 * 1000;
+  sidecar_b.restartable = true;
+  p.init_containers = {sidecar_a, init_big, sidecar_b};
+  // cpu: app 1 + sidecars 1 + 2 = 4 running, but init_big needs 5 beside sidecar_a's 1 = 6.
+  // memory: app 1000 + sidecar_b 4000 = 5000 running; init_big 500 (sidecar_a asks none).
+  EXPECT_EQ(PodHostRequest(p), (HostRequest{6000, 5000}));
+  // Without restartPolicy they are plain init containers: max(app, each init container).
+  for (ContainerResources& c : p.init_containers) c.restartable = false;
+  EXPECT_EQ(PodHostRequest(p), (HostRequest{5000, 4000}));
+}
+
+TEST(AggregatePodRequestTest, SaturatesAtTheCap) {
+  PodObject p;
+  ContainerResources c;
+  c.restartable = true;
+  p.containers = {c, c};
+  p.init_containers = {c, c};
+  constexpr int64_t kCap = int64_t{1} << 62;
+  EXPECT_EQ(AggregatePodRequest(p, [](const ContainerResources&) { return kCap; }, kCap), kCap);
+  EXPECT_EQ(AggregatePodRequest(p, [](const ContainerResources&) { return int64_t{3}; }, kCap), 12);
+}
+
 TEST(PodHostRequestTest, NoRequestsIsZeroAndMemoryRoundsUpToBytes) {
   PodObject p;
   p.containers.push_back(ContainerResources{});

@@ -677,6 +677,26 @@ TEST(HostileObjectTest, UnknownFieldsAreIgnored) {
   EXPECT_THAT(node->allocatable_milli, ElementsAre(Pair("nvidia.com/gpu", 8000)));
 }
 
+TEST(HostileObjectTest, InitContainerRestartPolicyMarksASidecar) {
+  absl::StatusOr<PodObject> pod = PodFromJson(
+      R"({"metadata":{"name":"p","namespace":"n"},"spec":{"initContainers":[)"
+      R"({"name":"proxy","restartPolicy":"Always"},{"name":"setup"},)"
+      R"({"name":"odd","restartPolicy":"OnFailure"},{"name":"nulled","restartPolicy":null}],)"
+      R"("containers":[{"name":"main","restartPolicy":"Always"}]}})");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  ASSERT_EQ(pod->init_containers.size(), 4u);
+  EXPECT_TRUE(pod->init_containers[0].restartable);
+  EXPECT_FALSE(pod->init_containers[1].restartable);
+  EXPECT_FALSE(pod->init_containers[2].restartable);
+  EXPECT_FALSE(pod->init_containers[3].restartable);
+  EXPECT_FALSE(pod->containers[0].restartable) << "an app container is never a sidecar";
+  EXPECT_EQ(ErrorOf(PodFromJson(PodWithSpec(R"({"initContainers":[{"restartPolicy":1}]})"))),
+            "Pod.spec.initContainers[0].restartPolicy: expected a string, got a number");
+  EXPECT_EQ(ErrorOf(PodFromJson(PodWithSpec(
+                R"({"initContainers":[{"restartPolicy":"Always","restartPolicy":"Always"}]})"))),
+            "Pod.spec.initContainers[0].restartPolicy: duplicate key");
+}
+
 TEST(HostileObjectTest, PodSpecDetails) {
   absl::StatusOr<PodObject> pod = PodFromJson(
       R"({"metadata":{"name":"p","namespace":"n","deletionTimestamp":"2026-11-29T09:52:03Z"},)"

@@ -1,6 +1,7 @@
 // Placement engine: ResolvePodRequest, CheckNode/FilterNodes (DESIGN.md placement rules,
 // I3, I5, I6, evictions) and the placement policies (scores, unit choice, Reserve accepts it).
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -243,6 +244,25 @@ TEST_F(ScoringTest, EffectiveAmountIsMaxOfContainerSumAndLargestInitContainer) {
   EXPECT_EQ(amount({2, 2}, {1, 3}), 4);
   // An init-only request counts too.
   EXPECT_EQ(amount({}, {2}), 2);
+}
+
+TEST_F(ScoringTest, SidecarUnitsAddToTheAppContainersAndAreNotReused) {
+  // Init containers in spec order: a GPU count, negative for a sidecar (restartPolicy Always).
+  auto amount = [&](std::vector<int64_t> regular, std::vector<int64_t> init) {
+    std::vector<ContainerResources> c, i;
+    for (int64_t n : regular) c.push_back(Container({{kGpu, n * 1000}}));
+    for (int64_t n : init) {
+      i.push_back(Container({{kGpu, std::abs(n) * 1000}}));
+      i.back().restartable = n < 0;
+    }
+    return ResolvePodRequest(*catalog_, PodWith(c, i), "p").amount;
+  };
+  EXPECT_EQ(amount({1}, {-1}), 2);        // the sidecar keeps its GPU beside the app's
+  EXPECT_EQ(amount({1}, {1}), 1);         // a plain init container's GPU is reused
+  EXPECT_EQ(amount({1}, {-1, 2}), 3);     // the init container runs beside the sidecar: 1 + 2
+  EXPECT_EQ(amount({1}, {2, -1}), 2);     // started after it, the sidecar reuses its GPU
+  EXPECT_EQ(amount({}, {-1, -1}), 2);     // sidecars only
+  EXPECT_EQ(amount({2}, {-1, 1, -2}), 5);  // app 2 + sidecars 3 > init 1 + sidecar 1
 }
 
 TEST_F(ScoringTest, RequestWinsOverLimitAndLimitStandsInForAMissingRequest) {
