@@ -355,20 +355,18 @@ std::optional<Verdict> RequestVerdict(const ClusterState& state, const PodReques
 }
 
 // On a node whose agent gate is closed for the offering (RoomRow::agent_gate): the request
-// fits only by joining the waiting group (ClusterState::AgentGateOf), i.e. its unit has room
-// for the request's amount and admits the project; the quota rule is Decide's, with the
-// group's unit as the only room.
-Verdict DecideGated(const ClusterState& state, const Offering& offering, const PodRequest& request,
-                    ProjectId project, const NodeState& node, const NodeOffering& no,
-                    const Headroom& headroom) {
-  const ClusterState::AgentGate gate = state.AgentGateOf(node, offering.id);
+// fits only by joining the waiting group (ClusterState::AgentGateOf, kept in the summary as
+// agent_join_unit), i.e. its unit has room for the request's amount and admits the project;
+// the quota rule is Decide's, with the group's unit as the only room.
+Verdict DecideGated(const Offering& offering, const PodRequest& request, ProjectId project,
+                    const NodeOffering& no, const Headroom& headroom) {
   Verdict waiting;
   waiting.reason = FitReason::kWaitingForAgent;
-  if (!gate.closed) return Decide(offering, request, RoomFromSummary(no.summary, offering, project), headroom);
-  if (!gate.joinable || gate.joinable->units.size() != 1) return waiting;
+  const int32_t join = no.summary.agent_join_unit;
+  if (join < 0 || static_cast<size_t>(join) >= no.units.size()) return waiting;
   const int32_t amount = offering.sharing == Sharing::kMps ? static_cast<int32_t>(request.amount) : 1;
-  if (gate.joinable->amount_per_unit != amount) return waiting;
-  const Unit& unit = no.units[static_cast<size_t>(gate.joinable->units.front())];
+  if (no.summary.agent_join_amount != amount) return waiting;
+  const Unit& unit = no.units[static_cast<size_t>(join)];
   if (!UnitAdmitsProject(unit, offering, project) || unit.Free() < amount) return waiting;
   Room room;
   room.owned_with_ticket = offering.sharing == Sharing::kTimeSliced;  // the project's unit
@@ -389,7 +387,7 @@ Verdict Assess(const ClusterState& state, const PodRequest& request, ProjectId p
   verdict.reason = StaticCheck(state, offering, node, &no);
   if (verdict.reason != FitReason::kFits) return verdict;
   if (no->summary.agent_waiting > 0 && node->agent) {
-    return DecideGated(state, offering, request, project, *node, *no,
+    return DecideGated(offering, request, project, *no,
                        headroom != nullptr ? *headroom
                                            : QuotaHeadroom(state, project, offering, evicted));
   }

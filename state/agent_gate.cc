@@ -12,7 +12,9 @@
 // annotation (ApplyPod) until gpu.themelio.io/allocated appears, it turns terminal or
 // terminating, is deleted, or its wait expires (ExpireAgentWaits). Waits are counted in the
 // node's summaries (OfferingSummary::agent_waiting, RoomRow::agent_gate), so that a filter of
-// an ungated node pays one flag; the group itself is read from the units' holders here.
+// an ungated node pays one flag, and the summary keeps the one unit a new pod may join
+// (agent_join_unit), so that a gated one pays no walk of its holders either; Reserve's check
+// reads the group from the units' holders here.
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "state/cluster_state.h"
+#include "state/cluster_state_internal.h"
 
 namespace gse {
 
@@ -41,22 +44,15 @@ ClusterState::AgentGate ClusterState::AgentGateOf(const NodeState& node,
   const NodeOffering* no = node.Find(offering);
   if (!node.agent || no == nullptr || no->summary.agent_waiting == 0) return gate;
   gate.closed = true;
-  const Offering& o = catalog_->Get(offering);
-  bool one_group = o.shared();
-  const PodRecord* first = nullptr;
+  cluster_state_internal::AgentWaitingGroup group(catalog_->Get(offering).shared());
   for (const Unit& unit : no->units) {
     for (const Holding& h : unit.holders) {
       auto it = pods_.find(h.pod_id);
-      if (it == pods_.end() || !it->second.awaiting_agent) continue;
-      const PodRecord& rec = it->second;
-      if (first == nullptr) {
-        first = &rec;
-      } else if (rec.assignment.units != first->assignment.units ||
-                 rec.assignment.amount_per_unit != first->assignment.amount_per_unit) {
-        one_group = false;
-      }
+      if (it != pods_.end() && it->second.awaiting_agent) group.Add(it->second);
     }
   }
+  const PodRecord* first = group.first;
+  const bool one_group = group.one_group;
   if (first == nullptr) return gate;  // not reached: agent_waiting counts these holders
   gate.waiting_pod = first->key;
   if (one_group) {

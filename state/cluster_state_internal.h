@@ -38,6 +38,24 @@ Unit& EnsureUnit(NodeMap& nodes, const Catalog& catalog, const std::string& node
 // advertised nor held, and a removed node that holds nothing any more.
 void TrimNode(NodeMap& nodes, const std::string& node_name);
 
+// The pods awaiting the node agent on one node offering, met in unit and holder order
+// (AgentGateOf and Summarise both walk them): the first, and whether all hold the same units
+// with the same amount per unit. Only shared offerings (time-sliced, MPS) form a group a new
+// pod may join; an exclusive unit has one holder.
+struct AgentWaitingGroup {
+  explicit AgentWaitingGroup(bool shared) : one_group(shared) {}
+  void Add(const PodRecord& rec) {
+    if (first == nullptr) {
+      first = &rec;
+    } else if (rec.assignment.units != first->assignment.units ||
+               rec.assignment.amount_per_unit != first->assignment.amount_per_unit) {
+      one_group = false;
+    }
+  }
+  const PodRecord* first = nullptr;
+  bool one_group;
+};
+
 }  // namespace cluster_state_internal
 }  // namespace gse
 

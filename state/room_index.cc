@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "state/cluster_state_internal.h"
+
 namespace gse {
 namespace {
 bool LowBit(uint64_t bits, ProjectId project) {
@@ -54,7 +56,8 @@ bool OfferingSummary::operator==(const OfferingSummary& o) const {
          empty_units == o.empty_units && max_free == o.max_free &&
          max_free_empty == o.max_free_empty && held_units == o.held_units && owned == o.owned &&
          low_owners == o.low_owners && low_with_room == o.low_with_room &&
-         high_owners == o.high_owners && agent_waiting == o.agent_waiting;
+         high_owners == o.high_owners && agent_waiting == o.agent_waiting &&
+         agent_join_unit == o.agent_join_unit && agent_join_amount == o.agent_join_amount;
 }
 
 Availability ClusterState::AvailabilityOf(const NodeState& node, const NodeOffering& no) const {
@@ -138,6 +141,7 @@ void ClusterState::FreeSlot(uint32_t slot) {
 OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOffering& no) const {
   OfferingSummary s;
   s.open = AvailabilityOf(node, no) == Availability::kOpen;
+  cluster_state_internal::AgentWaitingGroup waiting(catalog_->Get(no.offering).shared());
   for (const Unit& unit : no.units) {
     const int32_t free = unit.Free();
     s.max_free = std::max(s.max_free, free);
@@ -154,7 +158,9 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
     if (node.agent) {
       for (const Holding& h : unit.holders) {
         auto rec = pods_.find(h.pod_id);
-        if (rec != pods_.end() && rec->second.awaiting_agent) ++s.agent_waiting;
+        if (rec == pods_.end() || !rec->second.awaiting_agent) continue;
+        ++s.agent_waiting;
+        waiting.Add(rec->second);
       }
     }
     if (unit.owner == kNoProject) continue;
@@ -175,6 +181,10 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
       s.high_owners = true;
     }
     pos->max_free = std::max(pos->max_free, free);
+  }
+  if (waiting.first != nullptr && waiting.one_group && waiting.first->assignment.units.size() == 1) {
+    s.agent_join_unit = waiting.first->assignment.units.front();
+    s.agent_join_amount = waiting.first->assignment.amount_per_unit;
   }
   return s;
 }

@@ -162,6 +162,12 @@ TEST_F(AgentGateTest, FilterFailsOtherGroupsWithWaitingForTheNodeAgent) {
   ASSERT_TRUE(state_.Reserve(Claim("team-a", "a1"), On("agent-node", kTs, {0})).ok());
   EXPECT_EQ(Filter("team-b", kTs, "agent-node"), FitReason::kWaitingForAgent);
   EXPECT_EQ(Filter("team-a", kTs, "agent-node"), FitReason::kFits);
+  // Filter reads the group from the node's summary, Reserve from the holders: they agree.
+  const OfferingSummary& summary = state_.FindNode("agent-node")->Find(Id(kTs))->summary;
+  const ClusterState::AgentGate gate = state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kTs));
+  ASSERT_TRUE(gate.joinable.has_value());
+  EXPECT_EQ(std::vector<int32_t>{summary.agent_join_unit}, gate.joinable->units);
+  EXPECT_EQ(summary.agent_join_amount, gate.joinable->amount_per_unit);
   EXPECT_EQ(Filter("team-b", kTs, "plain-node"), FitReason::kFits);
   EXPECT_EQ(FitReasonText(FitReason::kWaitingForAgent), "waiting for the node agent");
   EXPECT_TRUE(NodeFit{FitReason::kWaitingForAgent}.unresolvable()) << "preemption cannot help";
@@ -176,6 +182,7 @@ TEST_F(AgentGateTest, FilterFailsOtherGroupsWithWaitingForTheNodeAgent) {
 TEST_F(AgentGateTest, ExclusivePodsAreSerialisedPerNode) {
   ASSERT_TRUE(state_.Reserve(Claim("team-a", "g1"), On("agent-node", kGpu, {0, 1})).ok());
   EXPECT_FALSE(state_.AgentGateOf(*state_.FindNode("agent-node"), Id(kGpu)).joinable.has_value());
+  EXPECT_EQ(state_.FindNode("agent-node")->Find(Id(kGpu))->summary.agent_join_unit, -1);
   EXPECT_EQ(Filter("team-a", kGpu, "agent-node"), FitReason::kWaitingForAgent);
   const absl::Status s = state_.Reserve(Claim("team-a", "g2"), On("agent-node", kGpu, {2}));
   EXPECT_THAT(s.message(), HasSubstr("waiting for the node agent"));
