@@ -489,6 +489,50 @@ TEST_F(LiveDraTest, ASliceOrderThatDefeatsThePredictionMakesBindRefuse) {
   EXPECT_THAT(kept_off.error, HasSubstr("DRA allocator would pick a device another project holds"));
 }
 
+// A sidecar (an init container with restartPolicy Always) keeps its devices beside the app
+// container's; a plain init container reuses a later request. The scheduler's claim then asks
+// 2 MIG devices for 3 containers of 1 each, and the extender must count the same 2, or its
+// bind refuses the claim ("holds 2 device(s) ... the pod asks 1") on every retry.
+TEST_F(LiveDraTest, ASidecarsDevicesAreCountedAndAPlainInitContainerReusesALaterRequest) {
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
+  WaitForClaimWatch(*e);
+  auto container = [](const char* name, const char* extra) {
+    return absl::StrCat(R"({"name":")", name, R"(",)", extra,
+                        R"("resources":{"requests":{"nvidia.com/mig-1g.5gb":"1"},)",
+                        R"("limits":{"nvidia.com/mig-1g.5gb":"1"}}})");
+  };
+  ASSERT_TRUE(fake_.Apply("pods", absl::StrCat(
+                                      R"({"metadata":{"name":"sidecar","namespace":"team-a"},)",
+                                      R"("spec":{"initContainers":[)", container("setup", ""), ",",
+                                      container("proxy", R"("restartPolicy":"Always",)"),
+                                      R"(],"containers":[)", container("app", ""), "]}}"))
+                  .ok());
+  const Attempt a = ScheduleAll(*e->service, {"team-a/sidecar"}, 3, {"dra-1"})["team-a/sidecar"];
+  ASSERT_TRUE(a.bound()) << a.error;
+  EXPECT_EQ(ClaimDevices(fake_, "team-a", "sidecar").size(), 2u);
+  const size_t units = e->mirror->Read([](const ClusterState& s) {
+    const PodRecord* rec = s.FindPod("team-a/sidecar");
+    return rec == nullptr ? size_t{0} : rec->assignment.units.size();
+  });
+  EXPECT_EQ(units, 2u);
+  // setup (index 0) reuses proxy's request, the first long-lived one after it.
+  std::optional<std::string> pod = fake_.Get("pods", "team-a", "sidecar");
+  ASSERT_TRUE(pod.has_value());
+  EXPECT_THAT(*pod, HasSubstr(R"({"containerName":"setup","resourceName":"nvidia.com/mig-1g.5gb","requestName":"container-1-request-0"})"));
+  EXPECT_THAT(*pod, HasSubstr(R"({"containerName":"app","resourceName":"nvidia.com/mig-1g.5gb","requestName":"container-2-request-0"})"));
+  // The annotation names both of the claim's devices.
+  for (const PodView& view : fake_.Pods()) {
+    if (view.key != "team-a/sidecar") continue;
+    auto named = view.annotations.find("gpu.themelio.io/dra-devices");
+    ASSERT_NE(named, view.annotations.end());
+    for (const std::string& device : ClaimDevices(fake_, "team-a", "sidecar")) {
+      EXPECT_THAT(named->second, HasSubstr(device));
+    }
+  }
+}
+
 TEST_F(LiveDraTest, BadObjectsAreRefusedNamingTheFieldAndChangeNothing) {
   absl::Mutex mu;
   std::vector<std::string> logs;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <regex>
@@ -270,9 +271,25 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
   }
 
   Outcome out;
+  // The claim's requests, as the scheduler builds them (fact sheet §2; upstream
+  // extendeddynamicresources.go): per DRA-backed resource, app containers and sidecars (long-
+  // lived) get a request each, named container-<c>-request-<r> (c: index in initContainers +
+  // containers, r: the resource's index in the container's sorted request keys); a plain init
+  // container (short-lived) first reuses the long-lived requests after it, in container order,
+  // and asks a request of its own only for the rest; of those, only the largest is kept, and
+  // the other init containers are mapped to it.
+  struct Container {
+    const Value* json;
+    bool init, sidecar;
+  };
+  std::vector<Container> containers;
   const Value& spec = pod["spec"];
-  const Value* inits = Member(spec, "initContainers");
-  const size_t init_count = inits != nullptr && inits->IsArray() ? inits->Size() : 0;
+  if (const Value* inits = Member(spec, "initContainers"); inits != nullptr && inits->IsArray()) {
+    for (const Value& c : inits->GetArray()) containers.push_back({&c, true, Str(c, "restartPolicy") == "Always"});
+  }
+  if (const Value* apps = Member(spec, "containers"); apps != nullptr && apps->IsArray()) {
+    for (const Value& c : apps->GetArray()) containers.push_back({&c, false, false});
+  }
   auto requests_of = [](const Value& container) {
     std::set<std::string> keys;
     const Value* res = Member(container, "resources");
@@ -282,27 +299,74 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
     }
     return keys;
   };
-  if (inits != nullptr) {
-    for (const Value& c : inits->GetArray()) {
-      for (const std::string& k : requests_of(c)) {
-        if (dra_backed(k)) return absl::UnimplementedError("test allocator: init container requests");
-      }
+  struct Request {
+    std::string name, resource, container;
+    int64_t count = 0;
+  };
+  std::map<std::string, Request> requests;  // by name: the allocator takes them in that order
+  std::set<std::string> resources;
+  for (const Container& c : containers) {
+    for (const std::string& k : requests_of(*c.json)) {
+      if (dra_backed(k)) resources.insert(k);
     }
   }
-  const Value* containers = Member(spec, "containers");
-  if (containers == nullptr) return out;
-  for (rapidjson::SizeType ci = 0; ci < containers->Size(); ++ci) {
-    const Value& container = (*containers)[ci];
-    const std::set<std::string> keys = requests_of(container);  // sorted, as the scheduler sorts
-    int r = -1;
-    for (const std::string& resource : keys) {
-      ++r;
-      if (!dra_backed(resource)) continue;
-      const Value* cls = class_for(resource);
-      const std::string qty = Str(container["resources"]["requests"], resource.c_str());
-      const int64_t count = QuantityMilli(qty).value_or(0) / 1000;
-      if (count <= 0) continue;
-      const std::string request = absl::StrCat("container-", init_count + ci, "-request-", r);
+  for (const std::string& resource : resources) {
+    // One container's own request of `resource` (nullopt: none, or 0).
+    auto own = [&](size_t i) -> std::optional<Request> {
+      const std::set<std::string> keys = requests_of(*containers[i].json);
+      auto it = keys.find(resource);
+      if (it == keys.end()) return std::nullopt;
+      const int64_t count =
+          QuantityMilli(Str((*containers[i].json)["resources"]["requests"], resource.c_str())).value_or(0) / 1000;
+      if (count <= 0) return std::nullopt;
+      Request r;
+      r.name = absl::StrCat("container-", i, "-request-", std::distance(keys.begin(), it));
+      r.resource = resource;
+      r.container = Str(*containers[i].json, "name");
+      r.count = count;
+      return r;
+    };
+    std::vector<std::optional<Request>> long_lived(containers.size());
+    for (size_t i = 0; i < containers.size(); ++i) {
+      if (containers[i].init && !containers[i].sidecar) continue;
+      long_lived[i] = own(i);
+      if (long_lived[i]) out.mappings.push_back({long_lived[i]->container, resource, long_lived[i]->name});
+    }
+    std::optional<Request> largest_short;
+    std::vector<Mapping> short_mappings;
+    for (size_t i = 0; i < containers.size(); ++i) {
+      if (!containers[i].init || containers[i].sidecar) continue;
+      std::optional<Request> r = own(i);
+      if (!r) continue;
+      int64_t reused = 0;
+      for (size_t j = i; j < containers.size() && reused < r->count; ++j) {
+        if (!long_lived[j]) continue;
+        reused += long_lived[j]->count;
+        short_mappings.push_back({r->container, resource, long_lived[j]->name});
+      }
+      if (reused >= r->count) continue;
+      r->count -= reused;
+      short_mappings.push_back({r->container, resource, r->name});
+      if (!largest_short || largest_short->count < r->count) largest_short = *r;
+    }
+    for (Mapping& m : short_mappings) {
+      // Init containers' own requests all become the largest one.
+      const bool own_request = std::none_of(long_lived.begin(), long_lived.end(), [&](const auto& l) {
+        return l && l->name == m.request;
+      });
+      if (own_request && largest_short) m.request = largest_short->name;
+      out.mappings.push_back(m);
+    }
+    for (const auto& l : long_lived) {
+      if (l) requests[l->name] = *l;
+    }
+    if (largest_short) requests[largest_short->name] = *largest_short;
+  }
+  for (const auto& [request_name, request] : requests) {
+    const std::string& resource = request.resource;
+    const Value* cls = class_for(resource);
+    {
+      const int64_t count = request.count;
       for (int64_t k = 0; k < count; ++k) {
         bool found = false;
         for (const Device& d : walk) {
@@ -321,8 +385,8 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
             if (!fits) continue;
           }
           Pick p;
-          p.request = request;
-          p.container = Str(container, "name");
+          p.request = request_name;
+          p.container = request.container;
           p.resource = resource;
           p.driver = d.driver;
           p.pool = d.pool;
@@ -456,11 +520,9 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::AllocateAndPreBind(
   }
   // (4) the pod's status.extendedResourceClaimStatus.
   std::string mappings;
-  std::set<std::string> mapped;
-  for (const Pick& p : out.picks) {
-    if (!mapped.insert(p.request).second) continue;
-    absl::StrAppend(&mappings, mappings.empty() ? "" : ",", R"({"containerName":)", Quote(p.container),
-                    R"(,"resourceName":)", Quote(p.resource), R"(,"requestName":)", Quote(p.request), "}");
+  for (const Mapping& m : out.mappings) {
+    absl::StrAppend(&mappings, mappings.empty() ? "" : ",", R"({"containerName":)", Quote(m.container),
+                    R"(,"resourceName":)", Quote(m.resource), R"(,"requestName":)", Quote(m.request), "}");
   }
   const std::string erc = absl::StrCat(R"({"requestMappings":[)", mappings,
                                        R"(],"resourceClaimName":)", Quote(out.claim_name), "}");

@@ -39,14 +39,20 @@ class DraTestAllocator {
  public:
   struct Pick {
     std::string request;    // container-<c>-request-<r>
-    std::string container;  // container name
+    std::string container;  // the name of the container whose request it is
     std::string resource;   // extended resource name
     std::string driver, pool, device;
     std::string share_id;   // set for a share of an allowMultipleAllocations device
   };
+  // One entry of the pod's status.extendedResourceClaimStatus.requestMappings: which request's
+  // devices a container gets (an init container may get several, of requests it reuses).
+  struct Mapping {
+    std::string container, resource, request;
+  };
   struct Outcome {
     std::string claim_name;  // "" when the pod requests no DRA-backed name on the node
     std::vector<Pick> picks;
+    std::vector<Mapping> mappings;
   };
 
   explicit DraTestAllocator(FakeApiServer& server) : server_(server) {}
