@@ -179,6 +179,10 @@ class Auditor {
         return;
       }
     }
+    if (s_.SlotVersion(slot) != node.version) {
+      Stale("slot ", slot, " of node ", name, " has version ", s_.SlotVersion(slot),
+            ", the node ", node.version);
+    }
   }
 
   // Rows no node owns (the unknown node's, and freed slots) must say so.
@@ -198,6 +202,7 @@ class Auditor {
           break;
         }
       }
+      if (s_.SlotVersion(slot) != 0) Stale("slot ", slot, " belongs to no node but has a version");
     }
   }
 

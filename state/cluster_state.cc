@@ -54,6 +54,9 @@ void ClusterState::TouchNode(NodeState& node) {
   // ClusterState, so a cache keyed by it never confuses two states or two nodes.
   static std::atomic<uint64_t> next{1};
   node.version = next.fetch_add(1, std::memory_order_relaxed);
+  if (node.slot != kUnknownSlot && node.slot < slot_versions_.size()) {
+    slot_versions_[node.slot] = node.version;
+  }
 }
 
 void ClusterState::TouchNode(absl::string_view name) {

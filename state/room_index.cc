@@ -130,11 +130,13 @@ uint32_t ClusterState::AllocateSlot() {
     return slot;
   }
   for (std::vector<RoomRow>& table : room_rows_) table.emplace_back();
+  slot_versions_.push_back(0);
   return slot_count_++;
 }
 
 void ClusterState::FreeSlot(uint32_t slot) {
   for (std::vector<RoomRow>& table : room_rows_) table[slot] = RoomRow{};
+  slot_versions_[slot] = 0;
   free_slots_.push_back(slot);
 }
 
