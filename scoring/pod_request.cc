@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -42,7 +41,7 @@ std::map<OfferingId, int64_t> ContainerDemand(const Catalog& catalog, const Cont
     if (o == nullptr) return;  // cpu, memory, other vendors' resources: not ours
     if (milli % kMilli != 0 && fractional != nullptr) fractional->insert(o->id);
     int64_t& sum = out[o->id];
-    sum = std::min(sum + std::clamp<int64_t>(milli, 0, kMaxMilli), kMaxMilli);
+    sum = SaturatingAddUpTo(sum, milli, kMaxMilli);
   };
   for (const auto& [key, milli] : c.requests_milli) take(key, milli);
   for (const auto& [key, milli] : c.limits_milli) {

@@ -111,17 +111,25 @@ struct PodObject {
   bool Terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 
+// a + b with both taken within [0, cap] and the sum saturating at cap (> 0): no overflow for
+// any inputs.
+inline int64_t SaturatingAddUpTo(int64_t a, int64_t b, int64_t cap) {
+  a = std::clamp<int64_t>(a, 0, cap);
+  b = std::clamp<int64_t>(b, 0, cap);
+  return a > cap - b ? cap : a + b;
+}
+
 // A pod's request for one resource as Kubernetes aggregates its containers' (component-
 // helpers' AggregateContainerRequests, which kube-scheduler's NodeResourcesFit, the DRA
 // extended-resource claim and, device by device, kubelet's device manager all follow):
 //   max(sum over app containers and sidecars,
 //       max over each other init container i of (its request + the sidecars before i)).
 // An init container's devices pass to the containers after it; a sidecar's stay its own.
-// `of(container)` is one container's request (>= 0); every sum saturates at `cap` (<= 2^62,
-// so that the sum of two capped values cannot overflow).
+// `of(container)` is one container's request; each is taken within [0, cap] and every sum
+// saturates at `cap` (> 0), so hostile quantities never overflow.
 template <typename Of>
 int64_t AggregatePodRequest(const PodObject& pod, const Of& of, int64_t cap) {
-  auto add = [cap](int64_t a, int64_t b) { return std::min(std::min(a, cap) + std::min(b, cap), cap); };
+  auto add = [cap](int64_t a, int64_t b) { return SaturatingAddUpTo(a, b, cap); };
   int64_t running = 0;  // app containers and sidecars: they run together
   for (const ContainerResources& c : pod.containers) running = add(running, of(c));
   int64_t sidecars = 0;   // the sidecars started so far

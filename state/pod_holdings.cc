@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,19 +36,19 @@ struct CatalogRequest {
 
 CatalogRequest ResolveCatalogRequest(const Catalog& catalog, const PodObject& pod) {
   static constexpr int64_t kCap = int64_t{1} << 62;
-  auto add = [](int64_t a, int64_t b) { return std::min(a + b, kCap); };
+  auto add = [](int64_t a, int64_t b) { return SaturatingAddUpTo(a, b, kCap); };
   // One container's request of offering `id`, milli-units; a container may name an offering
   // twice (name and alias).
   auto container_milli = [&](const ContainerResources& c, OfferingId id) {
     int64_t sum = 0;
     for (const auto& [name, milli] : c.requests_milli) {
       const Offering* o = catalog.Find(name);
-      if (o != nullptr && o->id == id) sum = add(sum, std::clamp<int64_t>(milli, 0, kCap));
+      if (o != nullptr && o->id == id) sum = add(sum, milli);
     }
     for (const auto& [name, milli] : c.limits_milli) {
       if (c.requests_milli.count(name) != 0) continue;
       const Offering* o = catalog.Find(name);
-      if (o != nullptr && o->id == id) sum = add(sum, std::clamp<int64_t>(milli, 0, kCap));
+      if (o != nullptr && o->id == id) sum = add(sum, milli);
     }
     return sum;
   };
