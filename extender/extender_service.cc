@@ -350,12 +350,19 @@ std::vector<absl::string_view> RawItemSpans(const std::string& raw, const char* 
 }
 
 // Whether `body` has a "Nodes" key whose value is an object (a NodeList), by a scan of the raw
-// text: a false positive (the text inside some string) only costs a copy.
+// text: a false positive (the text inside some string) only costs a copy. The scan covers the
+// whole body (a names-only body has "Nodes":null and no other), so it uses glibc's memmem:
+// std::string::find stops at every '"', and a 5,000-name body has 10,000 of them (a fifth of
+// the in-process filter went there; std::boyer_moore_horspool_searcher saved 33 us of the 52
+// that memmem saves at 5,000 names).
 bool MayCarryNodeObjects(const std::string& body) {
   static constexpr absl::string_view kKey = "\"Nodes\"";
   auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  for (size_t at = body.find(kKey.data(), 0, kKey.size()); at != std::string::npos;
-       at = body.find(kKey.data(), at + 1, kKey.size())) {
+  auto next = [&](size_t from) -> size_t {
+    const void* hit = memmem(body.data() + from, body.size() - from, kKey.data(), kKey.size());
+    return hit == nullptr ? std::string::npos : static_cast<size_t>(static_cast<const char*>(hit) - body.data());
+  };
+  for (size_t at = next(0); at != std::string::npos; at = next(at + 1)) {
     size_t i = at + kKey.size();
     while (i < body.size() && is_space(body[i])) ++i;
     if (i >= body.size() || body[i] != ':') continue;
