@@ -189,7 +189,7 @@ struct RoomRow {
   Availability availability = Availability::kNodeUnknown;
   bool high_owners = false;  // as OfferingSummary: owners with ids >= 64 need the summary
   bool node_busy = false;    // NodeState::held_units > 0 (any offering)
-  bool agent_gate = false;   // OfferingSummary::agent_waiting > 0: ask AgentGateOf
+  bool agent_gate = false;   // OfferingSummary::agent_waiting > 0: read its agent_join_unit
   int32_t empty_units = 0;
   int32_t max_free = 0;
   int32_t max_free_empty = 0;
