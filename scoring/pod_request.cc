@@ -1,5 +1,5 @@
 // ResolvePodRequest: what a pod asks of the GPU catalog, computed the way kube-scheduler
-// computes a pod's effective request (AggregatePodRequest: sidecars included), so
+// computes a pod's effective request (PodCatalogDemand, state/unit_rules.h), so
 // that our view of "how much" never disagrees with the scheduler's own resource fit.
 #include "scoring/pod_request.h"
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "state/assignment.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 namespace {
@@ -25,31 +26,6 @@ constexpr char kTooManyShares[] = "more shares than one unit has";
 constexpr char kFractional[] = "GPU resource amount must be a whole number";
 constexpr char kTooManyUnits[] = "more GPU units than one pod may hold";
 
-// Hostile specs may carry huge quantities: every sum saturates here (AggregatePodRequest's
-// cap), far above any amount a pod may ask (kMaxUnitsPerPod, the shares of one unit).
-constexpr int64_t kMaxMilli = int64_t{1} << 62;
-
-// One container's request of each catalog offering, in milli-units. Kubernetes defaults a
-// missing request to the limit; a present request wins. A container that names an offering
-// twice (canonical name and alias) asks for both amounts of the same thing. Offerings asked
-// for in a fraction of a unit are added to `fractional`.
-std::map<OfferingId, int64_t> ContainerDemand(const Catalog& catalog, const ContainerResources& c,
-                                              std::set<OfferingId>* fractional) {
-  std::map<OfferingId, int64_t> out;
-  auto take = [&](const std::string& key, int64_t milli) {
-    const Offering* o = catalog.Find(key);
-    if (o == nullptr) return;  // cpu, memory, other vendors' resources: not ours
-    if (milli % kMilli != 0 && fractional != nullptr) fractional->insert(o->id);
-    int64_t& sum = out[o->id];
-    sum = SaturatingAddUpTo(sum, milli, kMaxMilli);
-  };
-  for (const auto& [key, milli] : c.requests_milli) take(key, milli);
-  for (const auto& [key, milli] : c.limits_milli) {
-    if (c.requests_milli.count(key) == 0) take(key, milli);
-  }
-  return out;
-}
-
 }  // namespace
 
 PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::string project) {
@@ -58,27 +34,9 @@ PodRequest ResolvePodRequest(const Catalog& catalog, const PodObject& pod, std::
   request.host = PodHostRequest(pod);
   request.host_known = true;
 
-  // Every offering some container names, with the pod's aggregate request of it: app
-  // containers and sidecars add up, other init containers' units are reused
-  // (AggregatePodRequest, as kube-scheduler counts it).
+  // Every offering some container names, with the pod's aggregate request of it.
   std::set<OfferingId> fractional;
-  std::map<OfferingId, int64_t> demand;
-  for (const auto* list : {&pod.containers, &pod.init_containers}) {
-    for (const ContainerResources& c : *list) {
-      for (const auto& entry : ContainerDemand(catalog, c, &fractional)) demand[entry.first] = 0;
-    }
-  }
-  for (auto& [id, milli] : demand) {
-    const OfferingId offering = id;
-    milli = AggregatePodRequest(
-        pod,
-        [&](const ContainerResources& c) {
-          const std::map<OfferingId, int64_t> own = ContainerDemand(catalog, c, nullptr);
-          auto it = own.find(offering);
-          return it == own.end() ? int64_t{0} : it->second;
-        },
-        kMaxMilli);
-  }
+  std::map<OfferingId, int64_t> demand = PodCatalogDemand(catalog, pod, &fractional);
 
   // A resource named with quantity 0 asks for nothing: kube-scheduler sends such pods because
   // the name matches managedResources, and the mirror does not count them either.

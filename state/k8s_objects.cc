@@ -423,7 +423,8 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
       return s;
     }
     const Path ic_path = spec_path.Field("initContainers");
-    if (absl::Status s = DecodeContainers(f[4], ic_path, /*init=*/true, &pod->init_containers); !s.ok()) {
+    if (absl::Status s = DecodeContainers(f[4], ic_path, /*init=*/true, &pod->init_containers);
+        !s.ok()) {
       return s;
     }
     const Path oh_path = spec_path.Field("overhead");
@@ -683,7 +684,7 @@ int64_t PodRequestMilli(const PodObject& pod, const std::string& resource, int64
   };
   const int64_t containers = AggregatePodRequest(
       pod, [&](const ContainerResources& c) { return of(c.requests_milli); }, cap);
-  return std::min(containers + of(pod.overhead_milli), cap);
+  return SaturatingAddUpTo(containers, of(pod.overhead_milli), cap);
 }
 
 }  // namespace

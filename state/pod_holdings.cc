@@ -21,54 +21,20 @@
 #include "absl/strings/str_cat.h"
 #include "state/cluster_state_internal.h"
 #include "state/quota_charge.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 namespace {
 
-// What a pod asks of the catalog, as kube-scheduler counts it: per resource, the containers'
-// requests (or limits where no request is given) aggregated as AggregatePodRequest does
-// (sidecars add up, other init containers' units are reused). Kept here (not scoring/)
-// because state/ must not depend on scoring/.
+// What a pod asks of the catalog (PodCatalogDemand), as one offering and a whole amount.
 struct CatalogRequest {
   OfferingId offering = kNoOffering;
   int64_t amount = 0;  // whole units, tickets or shares
 };
 
 CatalogRequest ResolveCatalogRequest(const Catalog& catalog, const PodObject& pod) {
-  static constexpr int64_t kCap = int64_t{1} << 62;
-  auto add = [](int64_t a, int64_t b) { return SaturatingAddUpTo(a, b, kCap); };
-  // One container's request of offering `id`, milli-units; a container may name an offering
-  // twice (name and alias).
-  auto container_milli = [&](const ContainerResources& c, OfferingId id) {
-    int64_t sum = 0;
-    for (const auto& [name, milli] : c.requests_milli) {
-      const Offering* o = catalog.Find(name);
-      if (o != nullptr && o->id == id) sum = add(sum, milli);
-    }
-    for (const auto& [name, milli] : c.limits_milli) {
-      if (c.requests_milli.count(name) != 0) continue;
-      const Offering* o = catalog.Find(name);
-      if (o != nullptr && o->id == id) sum = add(sum, milli);
-    }
-    return sum;
-  };
-  // The offerings named at all, lowest id first (most pods name none).
-  std::vector<OfferingId> named;
-  for (const auto* list : {&pod.containers, &pod.init_containers}) {
-    for (const ContainerResources& c : *list) {
-      for (const auto* m : {&c.requests_milli, &c.limits_milli}) {
-        for (const auto& entry : *m) {
-          if (const Offering* o = catalog.Find(entry.first)) named.push_back(o->id);
-        }
-      }
-    }
-  }
-  std::sort(named.begin(), named.end());
-  named.erase(std::unique(named.begin(), named.end()), named.end());
   CatalogRequest r;
-  for (const OfferingId id : named) {
-    const int64_t milli = AggregatePodRequest(
-        pod, [&](const ContainerResources& c) { return container_milli(c, id); }, kCap);
+  for (const auto& [id, milli] : PodCatalogDemand(catalog, pod)) {
     if (milli <= 0) continue;
     // A pod naming two offerings cannot be placed by us; if something else bound it, the
     // lowest offering id is charged (one PodRecord holds one assignment).

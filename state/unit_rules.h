@@ -1,5 +1,5 @@
-// Unit rules: which project may join a unit, what a project's holders on a unit cost it, and
-// how much of a GPU one unit is. The one statement of each: scoring/feasibility.h (filter,
+// Unit rules: how much of each offering a pod asks, which project may join a unit, what a
+// project's holders on a unit cost it, and how much of a GPU one unit is. The one statement of each: scoring/feasibility.h (filter,
 // preemption), the policies (ChooseUnits), ClusterState::Reserve and ClusterState::Audit all
 // read them from here. The quota arithmetic itself is quota_charge.h's; which nodes an
 // offering selects is OfferingSelectsNode (cluster_state.h).
@@ -8,12 +8,24 @@
 #define GSE_STATE_UNIT_RULES_H_
 
 #include <cstdint>
+#include <map>
+#include <set>
 
 #include "absl/functional/function_ref.h"
 #include "state/catalog.h"
 #include "state/cluster_state.h"
 
 namespace gse {
+
+// What `pod` asks of each catalog offering some container names, in milli-units, by offering
+// id (0 for an offering named with quantity 0): per container its requests, the limit where
+// no request is given (Kubernetes defaults one to the other; an alias adds to its offering),
+// aggregated over the containers as Kubernetes does (AggregatePodRequest: sidecars add up,
+// other init containers' units are reused). Offerings asked for in a fraction of a unit by
+// some container are added to `fractional` when given. The one statement of "how much": the
+// decisions (ResolvePodRequest) and the charge of pods bound by something else read it.
+std::map<OfferingId, int64_t> PodCatalogDemand(const Catalog& catalog, const PodObject& pod,
+                                               std::set<OfferingId>* fractional = nullptr);
 
 // Whether every holder of one unit of `offering` must belong to one project (I2): all but
 // MPS units, which may be shared between projects unless the catalog says

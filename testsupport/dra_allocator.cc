@@ -333,7 +333,7 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
       if (long_lived[i]) out.mappings.push_back({long_lived[i]->container, resource, long_lived[i]->name});
     }
     std::optional<Request> largest_short;
-    std::vector<Mapping> short_mappings;
+    std::vector<std::pair<Mapping, bool>> short_mappings;  // and whether it is its own request
     for (size_t i = 0; i < containers.size(); ++i) {
       if (!containers[i].init || containers[i].sidecar) continue;
       std::optional<Request> r = own(i);
@@ -342,19 +342,16 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
       for (size_t j = i; j < containers.size() && reused < r->count; ++j) {
         if (!long_lived[j]) continue;
         reused += long_lived[j]->count;
-        short_mappings.push_back({r->container, resource, long_lived[j]->name});
+        short_mappings.push_back({{r->container, resource, long_lived[j]->name}, false});
       }
       if (reused >= r->count) continue;
       r->count -= reused;
-      short_mappings.push_back({r->container, resource, r->name});
+      short_mappings.push_back({{r->container, resource, r->name}, true});
       if (!largest_short || largest_short->count < r->count) largest_short = *r;
     }
-    for (Mapping& m : short_mappings) {
+    for (auto& [m, own_request] : short_mappings) {
       // Init containers' own requests all become the largest one.
-      const bool own_request = std::none_of(long_lived.begin(), long_lived.end(), [&](const auto& l) {
-        return l && l->name == m.request;
-      });
-      if (own_request && largest_short) m.request = largest_short->name;
+      if (own_request) m.request = largest_short->name;
       out.mappings.push_back(m);
     }
     for (const auto& l : long_lived) {
@@ -365,45 +362,42 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::Plan(absl::string_vi
   for (const auto& [request_name, request] : requests) {
     const std::string& resource = request.resource;
     const Value* cls = class_for(resource);
-    {
-      const int64_t count = request.count;
-      for (int64_t k = 0; k < count; ++k) {
-        bool found = false;
-        for (const Device& d : walk) {
-          absl::StatusOr<bool> match = Matches(*cls, d);
-          if (!match.ok()) return match.status();
-          if (!*match || d.tainted) continue;
-          if (d.unmodelled) return absl::UnimplementedError("test allocator: counters or binding conditions");
-          const std::string id = d.Id();
-          if (!d.multi) {
-            if (in_use.count(id)) continue;
-          } else {
-            bool fits = true;
-            for (const auto& [name, c] : d.capacity) {
-              if (used[id][name] + c.consumed > c.value) fits = false;
-            }
-            if (!fits) continue;
+    for (int64_t k = 0; k < request.count; ++k) {
+      bool found = false;
+      for (const Device& d : walk) {
+        absl::StatusOr<bool> match = Matches(*cls, d);
+        if (!match.ok()) return match.status();
+        if (!*match || d.tainted) continue;
+        if (d.unmodelled) return absl::UnimplementedError("test allocator: counters or binding conditions");
+        const std::string id = d.Id();
+        if (!d.multi) {
+          if (in_use.count(id)) continue;
+        } else {
+          bool fits = true;
+          for (const auto& [name, c] : d.capacity) {
+            if (used[id][name] + c.consumed > c.value) fits = false;
           }
-          Pick p;
-          p.request = request_name;
-          p.container = request.container;
-          p.resource = resource;
-          p.driver = d.driver;
-          p.pool = d.pool;
-          p.device = d.name;
-          in_use.insert(id);
-          if (d.multi) {
-            p.share_id = NextShareId();
-            for (const auto& [name, c] : d.capacity) used[id][name] += c.consumed;
-          }
-          out.picks.push_back(std::move(p));
-          found = true;
-          break;
+          if (!fits) continue;
         }
-        if (!found) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("cannot allocate all claims: ", resource, " on ", node_name));
+        Pick p;
+        p.request = request_name;
+        p.container = request.container;
+        p.resource = resource;
+        p.driver = d.driver;
+        p.pool = d.pool;
+        p.device = d.name;
+        in_use.insert(id);
+        if (d.multi) {
+          p.share_id = NextShareId();
+          for (const auto& [name, c] : d.capacity) used[id][name] += c.consumed;
         }
+        out.picks.push_back(std::move(p));
+        found = true;
+        break;
+      }
+      if (!found) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot allocate all claims: ", resource, " on ", node_name));
       }
     }
   }
