@@ -247,8 +247,8 @@ std::string HolderProject(const ClusterState& state, const DraHolder& h) {
 
 // Waits (outside the lock, polling the reader lock) until the mirror has the pod's allocated
 // extended-resource claim on the node, for at most `wait`; at once unless the node offering
-// is DRA-backed.
-void WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& request,
+// is DRA-backed. False when the wait ended without the claim.
+bool WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& request,
                      const std::string& node_name, absl::Duration wait,
                      const std::string& claim_key) {
   const absl::Time deadline = absl::Now() + wait;
@@ -260,9 +260,40 @@ void WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& re
       return no == nullptr || !no->dra ||
              !state.DraExtendedClaimOf(node_name, claim.uid, claim_key).empty();
     });
-    if (done || absl::Now() >= deadline) return;
+    if (done) return true;
+    if (absl::Now() >= deadline) return false;
     absl::SleepFor(absl::Milliseconds(10));
   }
+}
+
+// Whether the mirror's copy of `key` is at least as new as `read` (then the mirror, which did
+// not show it usable, wins). Not comparable: the mirror wins too, it is the ordered stream.
+bool MirrorIsNewer(const ClusterState& state, const std::string& key,
+                   const DraResourceClaim& read) {
+  const DraResourceClaim* mirrored = state.dra().ResourceClaim(key);
+  if (mirrored == nullptr) return false;
+  const std::optional<int> order =
+      CompareResourceVersions(mirrored->resource_version, read.resource_version);
+  return !order.has_value() || *order >= 0;
+}
+
+// Why `read`, the claim bind read from the API as `key`, is not the pod's allocated
+// extended-resource claim on `node` ("" when it is).
+std::string ReadClaimProblem(const ClusterState& state, const PodClaim& claim,
+                             const std::string& key, const std::string& node,
+                             const DraResourceClaim& read) {
+  if (read.Key() != key) return absl::StrCat("the API answered ", read.Key(), " for ", key);
+  if (!read.IsExtendedResourceClaim() || read.owner_pod_uid != claim.uid) {
+    return absl::StrCat(key, " is not pod ", claim.key, "'s extended-resource claim");
+  }
+  if (read.terminating) return absl::StrCat(key, " is being deleted");
+  if (MirrorIsNewer(state, key, read)) {
+    return absl::StrCat("the mirror has a newer ", key, " than the API's answer");
+  }
+  if (absl::Status s = state.dra().VerifyClaim(read, node); !s.ok()) {
+    return std::string(s.message());
+  }
+  return "";
 }
 
 }  // namespace
@@ -270,19 +301,38 @@ void WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& re
 absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const PodClaim& claim,
                                              const PodRequest& request, const NodeState& node,
                                              const NodeOffering& no,
-                                             const std::string& claim_key) {
+                                             const std::string& claim_key,
+                                             const absl::StatusOr<DraResourceClaim>* read) {
   const Offering& offering = state.catalog().Get(request.offering);
-  const std::string key = state.DraExtendedClaimOf(node.name, claim.uid, claim_key);
-  if (key.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+  std::string key = state.DraExtendedClaimOf(node.name, claim.uid, claim_key);
+  std::vector<int32_t> units;
+  if (!key.empty()) {
+    if (absl::Status s = state.dra().VerifyAllocation(key, node.name); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("DRA claim ", key, ": ", s.message()));
+    }
+    units = state.DraUnitsOfClaim(no, node.name, key);
+  } else {
+    const std::string missing = absl::StrCat(
         "DRA node ", node.name, ": no allocated extended-resource claim of pod ", claim.key,
-        claim_key.empty() ? "" : absl::StrCat(" (", claim_key, ")"),
-        " in the mirror (kube-scheduler writes it before bind); not bound, retry"));
+        claim_key.empty() ? "" : absl::StrCat(" (", claim_key, ")"), " in the mirror");
+    if (read == nullptr || claim_key.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(missing, " (kube-scheduler writes it before bind); not bound, retry"));
+    }
+    if (!read->ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          missing, ", and reading it from the API failed: ", read->status().message(),
+          "; not bound, retry"));
+    }
+    if (std::string problem = ReadClaimProblem(state, claim, claim_key, node.name, **read);
+        !problem.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(missing, "; as read from the API: ", problem, "; not bound, retry"));
+    }
+    key = claim_key;
+    // VerifyClaim checked that every result names a device of its class on this node.
+    units = ClusterState::DraUnitsOfResults(no, (*read)->results);
   }
-  if (absl::Status s = state.dra().VerifyAllocation(key, node.name); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("DRA claim ", key, ": ", s.message()));
-  }
-  std::vector<int32_t> units = state.DraUnitsOfClaim(no, node.name, key);
   // An extended-resource claim asks `amount` devices (ExactCount); a shared offering's pod
   // takes one share of one device.
   const size_t want = offering.shared() ? 1 : static_cast<size_t>(request.amount);
@@ -324,8 +374,7 @@ absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const Po
 
 ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& request,
                                       const std::string& node_name,
-                                      absl::Duration dra_claim_wait,
-                                      const std::string& dra_claim_key) {
+                                      const DraBindClaim& dra) {
   ReserveDecision d;
   // Our bind counts against the node's cpu/memory from the commit point, before the watch
   // shows it (ClusterState "the host view"), as kube-scheduler's assume cache counts it.
@@ -334,7 +383,12 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
   const std::shared_ptr<const PlacementPolicy> snapshot = policy_->Snapshot();
   const PlacementPolicy* const policy = snapshot != nullptr ? snapshot.get() : policy_;
   const std::string pod_id = PodIdOf(claim.uid, claim.key);
-  WaitForDraClaim(*mirror_, claim, request, node_name, dra_claim_wait, dra_claim_key);
+  // The claim watch may trail PreBind: wait for it, then read the claim (outside the lock).
+  std::optional<absl::StatusOr<DraResourceClaim>> read;
+  if (!WaitForDraClaim(*mirror_, claim, request, node_name, dra.wait, dra.key) && dra.read &&
+      !dra.key.empty()) {
+    read.emplace(dra.read());
+  }
   // Filled in by the chooser, which runs under the mirror's writer lock. If Reserve's own
   // re-check refuses what the chooser returned, the unit was taken under our feet.
   ReserveRefusal refusal = ReserveRefusal::kUnitTaken;
@@ -364,7 +418,8 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
         // On a DRA node the allocator chose the device: it is verified, not chosen.
         if (const NodeOffering* no = node->Find(request.offering); no != nullptr && no->dra) {
           absl::StatusOr<Assignment> a =
-              DraAllocatedUnits(state, claim, request, *node, *no, dra_claim_key);
+              DraAllocatedUnits(state, claim, request, *node, *no, dra.key,
+                                read.has_value() ? &*read : nullptr);
           refusal = a.ok() ? ReserveRefusal::kUnitTaken : ReserveRefusal::kDraRefused;
           return a;
         }

@@ -12,6 +12,7 @@
 #define GSE_SCORING_DECISION_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "scoring/policies.h"
 #include "state/assignment.h"
 #include "state/cluster_state.h"
+#include "state/dra_objects.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"
 
@@ -84,10 +86,38 @@ struct ReserveDecision {
 // claim of another project (restricted sharing) and no user-made claim. FailedPrecondition
 // with the reason otherwise. ClusterState::Reserve then checks capacity, owner and quota in
 // units as on any node.
+//
+// The claim is the mirror's. Only when the mirror has no allocated, live claim `claim_key` of
+// the pod on the node (its claim watch trails kube-scheduler's PreBind) is `read` used: the
+// claim as bind read it from the API (DraBindClaim::read), or why that read failed. It is
+// checked the same way against the mirror's other claims, and never stored in the mirror: a
+// read applied out of the watch's order could be overtaken by an older event of that claim.
+// The reservation holds its units until the watch delivers the claim (RechargeDraPods leaves
+// reservations and pods that hold their claim's units as they are). A mirror that has
+// `claim_key` at a resourceVersion at least as new as the read's wins (CompareResourceVersions).
 absl::StatusOr<Assignment> DraAllocatedUnits(const ClusterState& state, const PodClaim& claim,
                                              const PodRequest& request, const NodeState& node,
                                              const NodeOffering& no,
-                                             const std::string& claim_key = "");
+                                             const std::string& claim_key = "",
+                                             const absl::StatusOr<DraResourceClaim>* read = nullptr);
+
+// How long bind waits for the pod's extended-resource claim to reach the mirror: the claim
+// watch may trail kube-scheduler's PreBind by a moment.
+inline constexpr absl::Duration kDraClaimWait = absl::Seconds(1);
+
+// Bind on a DRA node: which claim of the pod to verify, and how to read it when the mirror
+// lags (DecisionCore::Reserve).
+struct DraBindClaim {
+  // "namespace/name" as the pod's status.extendedResourceClaimStatus names it (read from the
+  // API at bind): that claim, and no older one the mirror may still hold, is verified. "":
+  // unknown; the mirror's only live extended-resource claim of the pod is taken.
+  std::string key;
+  absl::Duration wait = kDraClaimWait;
+  // Reads claim `key` from the API (one GET), called when the mirror has not shown it
+  // allocated within `wait` (a claim watch lagging at start-up or under load). nullptr: bind
+  // then refuses, and kube-scheduler retries the pod.
+  std::function<absl::StatusOr<DraResourceClaim>()> read;
+};
 
 // One node kube-scheduler proposes for preemption and the pods (UIDs) it would evict there.
 struct VictimProposal {
@@ -148,16 +178,10 @@ class DecisionCore {
   // shows the bind (ClusterState "the host view"; docs/fgd.md). On a DRA
   // node (NodeOffering::dra) the units are the devices the allocator picked
   // (DraAllocatedUnits), never the policy's: the extender cannot choose there, only refuse.
-  // Bind waits up to `dra_claim_wait` for the pod's claim to reach the mirror (its watch may
-  // trail kube-scheduler's PreBind by a moment).
-  static constexpr absl::Duration kDraClaimWait = absl::Seconds(1);
-  // `dra_claim_key` ("" when unknown): the pod's extended-resource claim as its
-  // status.extendedResourceClaimStatus names it (read from the API at bind): that claim, and
-  // no older one the mirror may still hold, is verified.
+  // Bind waits up to `dra.wait` for the pod's claim to reach the mirror, then reads it with
+  // `dra.read` (outside the lock) when it did not.
   ReserveDecision Reserve(const PodClaim& claim, const PodRequest& request,
-                          const std::string& node_name,
-                          absl::Duration dra_claim_wait = kDraClaimWait,
-                          const std::string& dra_claim_key = "");
+                          const std::string& node_name, const DraBindClaim& dra = {});
 
   // preempt: for each proposal, whether `pod` fits on its node once its victims are gone.
   // Pods that ask for no catalog resource fit wherever victims are proposed.

@@ -547,6 +547,10 @@ class ClusterState {
   // sorted (bind: the verified claim's devices, and no other claim's).
   std::vector<int32_t> DraUnitsOfClaim(const NodeOffering& no, absl::string_view node,
                                        absl::string_view claim_key) const;
+  // The units of `no` that allocation results name (admin access left out), sorted: a claim
+  // that need not be mirrored (bind's read of it from the API).
+  static std::vector<int32_t> DraUnitsOfResults(const NodeOffering& no,
+                                                const std::vector<DraAllocationResult>& results);
   // The key (namespace/name) of the scheduler's allocated extended-resource claim of the pod
   // (`pod_uid`) on `node`, "" when the mirror has none that is not terminating, or several.
   // With `claim_key` (the pod's status.extendedResourceClaimStatus, read at bind): that claim,

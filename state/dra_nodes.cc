@@ -203,6 +203,17 @@ std::vector<int32_t> ClusterState::DraUnitsOfClaim(const NodeOffering& no,
   return SortedUnique(std::move(out));
 }
 
+std::vector<int32_t> ClusterState::DraUnitsOfResults(
+    const NodeOffering& no, const std::vector<DraAllocationResult>& results) {
+  std::vector<int32_t> out;
+  if (!no.dra) return out;
+  for (const DraAllocationResult& r : results) {
+    if (r.admin_access) continue;
+    AddUnitsOfDevice(no, DraDeviceId{r.driver, r.pool, r.device}.ToString(), &out);
+  }
+  return SortedUnique(std::move(out));
+}
+
 std::string ClusterState::DraExtendedClaimOf(absl::string_view node, absl::string_view pod_uid,
                                              absl::string_view claim_key) const {
   if (pod_uid.empty()) return "";

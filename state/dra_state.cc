@@ -840,7 +840,11 @@ absl::Status DraState::VerifyAllocation(absl::string_view claim_key, absl::strin
   if (it == claims_.end()) {
     return absl::FailedPreconditionError(absl::StrCat("ResourceClaim ", claim_key, " not mirrored"));
   }
-  const DraResourceClaim& c = it->second;
+  return VerifyClaim(it->second, node);
+}
+
+absl::Status DraState::VerifyClaim(const DraResourceClaim& c, absl::string_view node) const {
+  const std::string claim_key = c.Key();
   if (!c.allocated || c.results.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("ResourceClaim ", claim_key, " is not allocated"));
   }

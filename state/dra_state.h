@@ -204,6 +204,8 @@ class DraState {
   // for `class_name`'s requests names a device of that class on that node. OK, or
   // FailedPrecondition with the reason.
   absl::Status VerifyAllocation(absl::string_view claim_key, absl::string_view node) const;
+  // The same check of a claim that need not be mirrored (bind's read of it from the API).
+  absl::Status VerifyClaim(const DraResourceClaim& c, absl::string_view node) const;
 
   // Disagreements between the catalog's offerings and the mirrored DeviceClasses, one line
   // each, e.g. `nvidia.com/mig-1g.5gb: DeviceClass "x" selects profile '2g.10gb', the

@@ -98,6 +98,19 @@ std::string UidProblem(absl::string_view uid) {
   return "";
 }
 
+std::optional<int> CompareResourceVersions(absl::string_view a, absl::string_view b) {
+  auto comparable = [](absl::string_view rv) {
+    return !rv.empty() && rv[0] != '0' &&
+           std::all_of(rv.begin(), rv.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!comparable(a) || !comparable(b)) return std::nullopt;
+  // Without leading zeros, the longer number is the larger; equal lengths compare digit by
+  // digit (no parse: the KEP sets no length limit).
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  const int c = a.compare(b);
+  return c < 0 ? -1 : (c > 0 ? 1 : 0);
+}
+
 namespace {
 
 absl::Status ReadName(const Value* v, const Path& path, std::string* out) {

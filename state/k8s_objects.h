@@ -35,6 +35,12 @@ inline constexpr size_t kMaxNameBytes = 253;  // DNS subdomain, as Kubernetes
 // decoded metadata.uid passes this check.
 std::string UidProblem(absl::string_view uid);
 
+// The order of two resourceVersions of one object: -1 when `a` is older, 0 the same, +1
+// newer. Since Kubernetes 1.35 (KEP-5504, stable) they are comparable: positive decimal
+// integers without leading zeros, of any length, larger is newer. nullopt when either is not
+// one (an older server's opaque value, "0", a hostile string): then nothing may be assumed.
+std::optional<int> CompareResourceVersions(absl::string_view a, absl::string_view b);
+
 struct NodeObject {
   std::string name;
   std::string uid;

@@ -622,6 +622,21 @@ TEST(HostileObjectTest, UidRules) {
   EXPECT_THAT(UidProblem(std::string("a\x7f", 2)), HasSubstr("control character"));
 }
 
+// KEP-5504's rule: positive decimal integers without leading zeros, any length; anything else
+// (an older server's opaque value, "0", signs, spaces) gives no order.
+TEST(ResourceVersionTest, ComparesAsIntegersOfAnyLengthAndRefusesWhatIsNotOne) {
+  EXPECT_EQ(CompareResourceVersions("9", "10"), -1);
+  EXPECT_EQ(CompareResourceVersions("10", "9"), 1);
+  EXPECT_EQ(CompareResourceVersions("123", "123"), 0);
+  EXPECT_EQ(CompareResourceVersions("124", "123"), 1);
+  EXPECT_EQ(CompareResourceVersions(std::string(40, '9'), "1" + std::string(40, '0')), -1)
+      << "beyond 64 bits";
+  for (const char* bad : {"", "0", "012", "-1", "+1", "1 ", "1a", "abc", "1.5"}) {
+    EXPECT_EQ(CompareResourceVersions(bad, "5"), std::nullopt) << bad;
+    EXPECT_EQ(CompareResourceVersions("5", bad), std::nullopt) << bad;
+  }
+}
+
 TEST(HostileObjectTest, UnicodeAndNulInsideValues) {
   // Unicode names pass through byte for byte, escaped or literal.
   absl::StatusOr<PodObject> pod = PodFromJson(

@@ -2,6 +2,7 @@
 // allocator's predicted pick (restricted sharing), bind takes the device the allocator really
 // picked and refuses it when it breaks an invariant (another project's claim on a shared
 // device, a claim on another node, no claim yet, too few devices), quotas in units hold.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -169,12 +170,24 @@ class PlacementDraTest : public ::testing::Test {
     return d.verdicts.at(0);
   }
 
+  // `read`: what bind's read of the claim from the API answers (nullptr: no read hook).
   ReserveDecision Bind(const std::string& ns, const std::string& pod,
-                       const std::string& claim_key = "") {
+                       const std::string& claim_key = "",
+                       std::function<absl::StatusOr<DraResourceClaim>()> read = nullptr) {
     const PodObject p = Pod(ns, pod, kShared);
     const DecisionCore::Resolved r = core_.Resolve(p);
     return core_.Reserve(PodClaim{p.Key(), p.uid, ns, r.request.project}, r.request, kNode,
-                         absl::ZeroDuration(), claim_key);
+                         DraBindClaim{claim_key, absl::ZeroDuration(), std::move(read)});
+  }
+
+  // The scheduler's claim of `pod` on `device` as the API would answer it, at resourceVersion
+  // `rv`: not put in the mirror.
+  static DraResourceClaim ReadClaim(const std::string& ns, const std::string& pod,
+                                    const std::string& device, const std::string& rv) {
+    DraResourceClaim c =
+        DecodeDra(ClaimJson(ns, pod, kNode, device, "gpu-shared.nvidia.com", true)).resource_claims.at(0);
+    c.resource_version = rv;
+    return c;
   }
 
   void ClaimWithSuffix(const std::string& ns, const std::string& pod, const std::string& device,
@@ -356,6 +369,108 @@ TEST_F(PlacementDraTest, BindVerifiesTheClaimThePodsStatusNamesNotAStaleOne) {
               HasSubstr("no allocated extended-resource claim of pod team-b/b1"));
   // The claim the pod's status names: gpu-1.
   d = Bind("team-b", "b1", "team-b/b1-extended-resources-new");
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  EXPECT_THAT(d.assignment->units, ElementsAre(1));
+}
+
+// The claim watch trails PreBind (at start-up, under load): bind reads the claim from the API
+// and verifies it as it verifies the mirror's, without putting it in the mirror.
+TEST_F(PlacementDraTest, BindVerifiesTheClaimReadFromTheApiWhenTheMirrorHasNotShownIt) {
+  SharedCluster();
+  Bound("team-a", "a1", "gpu-0");
+  // The same checks as for a mirrored claim: team-c's claim on team-a's gpu-0 is refused.
+  ReserveDecision d = Bind("team-c", "c1", "team-c/c1-extended-resources-x",
+                           [] { return ReadClaim("team-c", "c1", "gpu-0", "8"); });
+  ASSERT_FALSE(d.assignment.ok());
+  EXPECT_EQ(d.refusal, ReserveRefusal::kDraRefused);
+  EXPECT_THAT(std::string(d.assignment.status().message()),
+              HasSubstr("restricted sharing: DRA device gpu.nvidia.com/dra-1/gpu-0"));
+
+  int reads = 0;
+  d = Bind("team-b", "b1", "team-b/b1-extended-resources-x", [&] {
+    ++reads;
+    return ReadClaim("team-b", "b1", "gpu-1", "7");
+  });
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  EXPECT_EQ(reads, 1);
+  EXPECT_THAT(d.assignment->units, ElementsAre(1));
+  EXPECT_EQ(mirror_.Read([](const ClusterState& s) { return s.dra().resource_claim_count(); }), 1u)
+      << "the read is not stored: only team-a's claim is mirrored";
+  // The reservation made from the read holds its unit: team-c may not join gpu-1, though no
+  // claim of team-b is mirrored there.
+  d = Bind("team-c", "c1", "team-c/c1-extended-resources-x",
+           [] { return ReadClaim("team-c", "c1", "gpu-1", "9"); });
+  EXPECT_FALSE(d.assignment.ok());
+
+  // When the watch delivers team-b's claim, the reservation already holds its device.
+  mirror_.Write([](ClusterState& s) { s.ApplyResourceClaim(ReadClaim("team-b", "b1", "gpu-1", "7")); });
+  EXPECT_TRUE(mirror_.Read([](const ClusterState& s) { return s.Audit().problems.empty(); }));
+  EXPECT_THAT(mirror_.Read([](const ClusterState& s) {
+                return s.FindPodById(PodIdOf("uid-b1", "team-b/b1"))->assignment.units;
+              }),
+              ElementsAre(1));
+  // A claim the mirror has: no read.
+  reads = 0;
+  mirror_.Write([](ClusterState& s) { s.Release(PodIdOf("uid-b1", "team-b/b1")); });
+  d = Bind("team-b", "b1", "team-b/b1-extended-resources-x", [&] {
+    ++reads;
+    return absl::UnavailableError("not called");
+  });
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  EXPECT_EQ(reads, 0);
+}
+
+TEST_F(PlacementDraTest, AClaimReadFromTheApiThatIsNotThePodsOrFailedIsRefused) {
+  SharedCluster();
+  const std::string key = "team-b/b1-extended-resources-x";
+  auto refusal = [&](std::function<absl::StatusOr<DraResourceClaim>()> read) {
+    const ReserveDecision d = Bind("team-b", "b1", key, std::move(read));
+    EXPECT_EQ(d.refusal, ReserveRefusal::kDraRefused);
+    return d.assignment.ok() ? std::string("bound") : std::string(d.assignment.status().message());
+  };
+  EXPECT_THAT(refusal([] { return absl::NotFoundError("resourceclaims \"b1-x\" not found"); }),
+              HasSubstr("reading it from the API failed: resourceclaims"));
+  // Another pod's claim under that name (a stale status), a claim of another name, one being
+  // deleted, one allocated on a device the node does not have.
+  EXPECT_THAT(refusal([] {
+                DraResourceClaim c = ReadClaim("team-b", "b1", "gpu-1", "7");
+                c.owner_pod_uid = "uid-someone-else";
+                return c;
+              }),
+              HasSubstr("is not pod team-b/b1's extended-resource claim"));
+  EXPECT_THAT(refusal([] { return ReadClaim("team-b", "b2", "gpu-1", "7"); }),
+              HasSubstr("the API answered team-b/b2-extended-resources-x for " + key));
+  EXPECT_THAT(refusal([] {
+                DraResourceClaim c = ReadClaim("team-b", "b1", "gpu-1", "7");
+                c.terminating = true;
+                return c;
+              }),
+              HasSubstr("is being deleted"));
+  EXPECT_THAT(refusal([] { return ReadClaim("team-b", "b1", "gpu-7", "7"); }),
+              HasSubstr("device gpu.nvidia.com/dra-1/gpu-7 is no device of class"));
+  EXPECT_EQ(mirror_.Read([](const ClusterState& s) { return s.pods().size(); }), 0u);
+}
+
+// The mirror has the claim but not yet its allocation (the watch delivered the create, not
+// PreBind's update): the newer read wins. A read older than the mirror's copy never does.
+TEST_F(PlacementDraTest, AReadClaimWinsOnlyWhenNewerThanTheMirrorsCopy) {
+  SharedCluster();
+  const std::string key = "team-b/b1-extended-resources-x";
+  mirror_.Write([](ClusterState& s) {
+    DraResourceClaim pending = ReadClaim("team-b", "b1", "gpu-1", "5");
+    pending.allocated = false;
+    pending.results.clear();
+    pending.allocation_node.clear();
+    s.ApplyResourceClaim(pending);
+  });
+  ReserveDecision d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "4"); });
+  ASSERT_FALSE(d.assignment.ok());
+  EXPECT_THAT(std::string(d.assignment.status().message()),
+              HasSubstr("the mirror has a newer " + key + " than the API's answer"));
+  // Not comparable (an older server's opaque version): the mirror, the ordered stream, wins.
+  d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "x1"); });
+  EXPECT_FALSE(d.assignment.ok());
+  d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "12"); });
   ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
   EXPECT_THAT(d.assignment->units, ElementsAre(1));
 }
