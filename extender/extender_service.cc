@@ -831,8 +831,17 @@ VerbResult ExtenderService::Bind(std::string body) {
                   absl::StrCat("binding rejected: ", target->node, ": ",
                                dra_claim.status().message()));
   }
-  const ReserveDecision reservation = impl_->core.Reserve(
-      claim, request, target->node, DecisionCore::kDraClaimWait, *dra_claim);
+  DraBindClaim dra{*dra_claim, kDraClaimWait, nullptr};
+  if (!dra.key.empty() && impl_->options.dra_claim_read) {
+    dra.read = [&]() -> absl::StatusOr<DraResourceClaim> {
+      const size_t slash = dra.key.find('/');
+      absl::StatusOr<DraResourceClaim> c = impl_->options.dra_claim_read(
+          absl::string_view(dra.key).substr(0, slash), absl::string_view(dra.key).substr(slash + 1));
+      if (metrics != nullptr) metrics->ObserveDraClaimRead(c.ok());
+      return c;
+    };
+  }
+  const ReserveDecision reservation = impl_->core.Reserve(claim, request, target->node, dra);
   const absl::StatusOr<Assignment>& reserved = reservation.assignment;
   if (!reserved.ok()) {
     return answer(offering_label, RefusalOutcome(reservation.refusal), -1,

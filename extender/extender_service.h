@@ -28,6 +28,7 @@
 #include "kube/binder.h"
 #include "scoring/pod_request.h"
 #include "scoring/policies.h"
+#include "state/dra_objects.h"
 #include "state/mirror.h"
 
 namespace gse {
@@ -56,6 +57,12 @@ struct ServiceOptions {
   // only live claim of the pod is taken.
   std::function<absl::StatusOr<std::string>(absl::string_view ns, absl::string_view pod)>
       dra_claim_name;
+  // DRA mode: reads a ResourceClaim from the API (one GET; LiveCluster::DraClaimReader). Bind
+  // calls it when the claim the pod's status names has not reached the mirror within
+  // kDraClaimWait (a lagging claim watch), and verifies the claim as read
+  // (DraAllocatedUnits). Empty: bind refuses then, and kube-scheduler retries the pod.
+  std::function<absl::StatusOr<DraResourceClaim>(absl::string_view ns, absl::string_view name)>
+      dra_claim_read;
   // Prioritize lets the policy score pods that ask for no catalog resource (--score-all-pods;
   // docs/fgd.md): kube-scheduler sends them when the extender entry has no managedResources.
   // fgd scores how their cpu/memory change the fragmentation of each node's idle GPUs, every

@@ -353,6 +353,23 @@ LiveCluster::DraClaimNameReader() {
   };
 }
 
+std::function<absl::StatusOr<DraResourceClaim>(absl::string_view, absl::string_view)>
+LiveCluster::DraClaimReader() {
+  if (!dra()) return nullptr;
+  KubeClient* client = client_.get();
+  return [client](absl::string_view ns,
+                  absl::string_view name) -> absl::StatusOr<DraResourceClaim> {
+    // Short, as the pod's GET: both run inside one bind.
+    absl::StatusOr<std::string> body = client->GetWithTimeout(
+        absl::StrCat("/apis/resource.k8s.io/v1/namespaces/", ns, "/resourceclaims/", name),
+        absl::Seconds(1));
+    if (!body.ok()) return body.status();
+    rapidjson::Document doc;
+    if (absl::Status s = ParseJsonLimited(*body, doc); !s.ok()) return s;
+    return DecodeResourceClaim(doc, "ResourceClaim");
+  };
+}
+
 void LiveCluster::Start(ExtenderService* service) {
   {
     absl::MutexLock lock(&mu_);

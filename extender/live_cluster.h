@@ -161,6 +161,10 @@ class LiveCluster {
   // mode. Uses client(), so it must not outlive this LiveCluster.
   std::function<absl::StatusOr<std::string>(absl::string_view ns, absl::string_view pod)>
   DraClaimNameReader();
+  // For ServiceOptions::dra_claim_read: GET of one ResourceClaim (resource.k8s.io/v1),
+  // decoded as the watch decodes it. Null without DRA mode; must not outlive this LiveCluster.
+  std::function<absl::StatusOr<DraResourceClaim>(absl::string_view ns, absl::string_view name)>
+  DraClaimReader();
   // Leader election's view (all zero / "" without election).
   LeadershipStats leadership() const;
   std::string lease_holder() const;

@@ -685,7 +685,10 @@ int Run(int argc, char** argv) {
   service_options.metrics = &metrics;
   service_options.score_pods_without_offering = config->score_all_pods;
   // DRA mode: bind reads the pod's claim name with one GET (docs/dra.md, "Verify at bind").
-  if (live) service_options.dra_claim_name = live->DraClaimNameReader();
+  if (live) {
+    service_options.dra_claim_name = live->DraClaimNameReader();
+    service_options.dra_claim_read = live->DraClaimReader();
+  }
   ExtenderService service(&mirror, std::move(config->policy),
                           live ? live->binder() : static_cast<Binder*>(&record_only),
                           service_options);

@@ -264,6 +264,14 @@ struct ExtenderMetrics::Impl {
                 "ended by --agent-gate-timeout instead: the per-node gate let the next pod "
                 "through without it.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& dra_claim_reads_family =
+      prometheus::BuildCounter()
+          .Name("gse_dra_claim_reads_total")
+          .Help("Binds on DRA nodes that read the pod's extended-resource claim from the API "
+                "because the claim watch had not delivered it within 1 s, by result (read: the "
+                "API answered with the claim, then verified as the mirror's would be; failed: "
+                "no answer or no such claim, the bind refused).")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& gate_waiting_family =
       prometheus::BuildGauge()
           .Name("gse_agent_gate_waiting_pods")
@@ -312,6 +320,8 @@ struct ExtenderMetrics::Impl {
   prometheus::Counter& leaderless = leaderless_family.Add({});
   prometheus::Counter& gate_timeouts = gate_timeouts_family.Add({});
   prometheus::Gauge& gate_waiting = gate_waiting_family.Add({});
+  prometheus::Counter& dra_claim_reads_ok = dra_claim_reads_family.Add({{"result", "read"}});
+  prometheus::Counter& dra_claim_reads_failed = dra_claim_reads_family.Add({{"result", "failed"}});
   prometheus::Gauge& agent_stale = agent_stale_family.Add({});
   prometheus::Gauge& last_leaderless = last_leaderless_family.Add({});
 
@@ -427,6 +437,10 @@ void ExtenderMetrics::ObserveDriftRepair(absl::string_view kind, int64_t n) {
 
 void ExtenderMetrics::ObserveAgentGateTimeouts(int64_t n) {
   if (n > 0) impl_->gate_timeouts.Increment(static_cast<double>(n));
+}
+
+void ExtenderMetrics::ObserveDraClaimRead(bool ok) {
+  (ok ? impl_->dra_claim_reads_ok : impl_->dra_claim_reads_failed).Increment();
 }
 
 void ExtenderMetrics::SetAgentGateWaitingPods(int64_t n) {

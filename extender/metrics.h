@@ -94,6 +94,9 @@ class ExtenderMetrics {
   // The node agent's per-node gate (state/agent_gate.cc): waits that ended by the timeout
   // (--agent-gate-timeout), and the pods awaiting their node's agent now.
   void ObserveAgentGateTimeouts(int64_t n);
+  // DRA mode: bind read the pod's extended-resource claim from the API (the mirror had not
+  // shown it in time); `ok`: the API answered with a claim.
+  void ObserveDraClaimRead(bool ok);
   void SetAgentGateWaitingPods(int64_t n);
   // gse_nodes_agent_stale (LiveCluster::SweepAgentLiveness).
   void SetNodesAgentStale(int64_t n);

@@ -317,9 +317,9 @@ class LiveDraTest : public ::testing::Test {
   }
 
   // Ready comes with the first list; the watches open right after it. A bind right then may
-  // find the claim PreBind wrote not mirrored within DecisionCore::kDraClaimWait (refused,
-  // retried by kube-scheduler), so tests that count attempts wait for the claim watch first:
-  // a probe claim seen by the mirror.
+  // not find the claim PreBind wrote in the mirror within kDraClaimWait and read it from the
+  // API instead (BindReadsTheClaimWhileTheClaimWatchLags... tests that path on its own). Tests
+  // of the mirror's path wait for the claim watch first: a probe claim seen by the mirror.
   void WaitForClaimWatch(LiveExtender& e) {
     ASSERT_TRUE(fake_.Apply("resourceclaims",
                             R"({"metadata":{"name":"probe","namespace":"team-c"},"spec":{)"
@@ -487,6 +487,59 @@ TEST_F(LiveDraTest, ASliceOrderThatDefeatsThePredictionMakesBindRefuse) {
   EXPECT_FALSE(kept_off.bound());
   EXPECT_THAT(kept_off.error, HasSubstr("filter: no node"));
   EXPECT_THAT(kept_off.error, HasSubstr("DRA allocator would pick a device another project holds"));
+}
+
+// The claim watch trails PreBind (right after start-up, or a slow watch cache): bind reads
+// the claim from the API (one GET) and verifies it as it verifies the mirror's. No unit goes
+// to two projects while the watch is behind, and its catching up changes nothing.
+TEST_F(LiveDraTest, BindReadsTheClaimWhileTheClaimWatchLagsAndStillRefusesSharing) {
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
+  WaitForClaimWatch(*e);
+  alloc_.SetReverseSliceOrder(true);  // the allocator walks dra-2's slices b, a: gpu-1 first
+  const std::string a1 = Pod(fake_, "team-a", "gpu-a1", kShared);
+  ASSERT_TRUE(ScheduleAll(*e->service, {a1}, 1, {"dra-2"})[a1].bound());
+  ASSERT_TRUE(Eventually([&] {
+    return e->mirror->Read([&](const ClusterState& s) { return s.FindPod(a1) != nullptr; });
+  }));
+
+  fake_.HoldWatches(true);
+  const int64_t reads_before = fake_.RequestCount("GET", "/resourceclaims/");
+  // team-b is given a share of team-a's gpu-1: the claim exists only in the API server.
+  const std::string b1 = Pod(fake_, "team-b", "gpu-b1", kShared);
+  Attempt refused = ScheduleAll(*e->service, {b1}, 1, {"dra-2"})[b1];
+  EXPECT_FALSE(refused.bound());
+  EXPECT_THAT(refused.error, HasSubstr("restricted sharing: DRA device gpu.nvidia.com/dra-2/gpu-1"));
+  EXPECT_EQ(fake_.RequestCount("GET", "/resourceclaims/"), reads_before + 1);
+  // In order, the allocator gives it gpu-0: bound from the claim as read.
+  alloc_.SetReverseSliceOrder(false);
+  Attempt bound = ScheduleAll(*e->service, {b1}, 1, {"dra-2"})[b1];
+  ASSERT_TRUE(bound.bound()) << bound.error;
+  EXPECT_EQ(fake_.RequestCount("GET", "/resourceclaims/"), reads_before + 2);
+  EXPECT_EQ(Referee_(fake_).device_of.at(b1), "gpu.nvidia.com/dra-2/gpu-0");
+  EXPECT_EQ(e->mirror->Read([&](const ClusterState& s) { return s.dra().resource_claim_count(); }),
+            1u)
+      << "the claims read are not in the mirror before their watch events";
+
+  fake_.HoldWatches(false);
+  ASSERT_TRUE(Eventually([&] {
+    return e->mirror->Read([&](const ClusterState& s) {
+      const PodRecord* rec = s.FindPod(b1);
+      return rec != nullptr && rec->source == HoldingSource::kConfirmed &&
+             s.dra().resource_claim_count() == 2;
+    });
+  }));
+  EXPECT_THAT(Referee_(fake_).violations, IsEmpty());
+  EXPECT_THAT(e->mirror->Read([](const ClusterState& s) { return s.Audit().problems; }), IsEmpty());
+  const bool on_gpu0 = e->mirror->Read([&](const ClusterState& s) {
+    const PodRecord* rec = s.FindPod(b1);
+    const NodeOffering* no = s.FindNode("dra-2")->Find(rec->assignment.offering);
+    return rec->assignment.units.size() == 1 &&
+           no->unit_devices.at(static_cast<size_t>(rec->assignment.units[0])) ==
+               "gpu.nvidia.com/dra-2/gpu-0";
+  });
+  EXPECT_TRUE(on_gpu0);
 }
 
 // A sidecar (an init container with restartPolicy Always) keeps its devices beside the app

@@ -292,6 +292,9 @@ TEST(MetricsTest, SeriesThatQueriesNeedExistBeforeTraffic) {
     EXPECT_EQ(Sample(text, "gse_api_writes_not_sent_total", {{"op", op}}), 0) << op;
   }
   EXPECT_EQ(Sample(text, "gse_mirror_last_sync_timestamp_seconds", {}), 0);
+  for (const char* result : {"read", "failed"}) {
+    EXPECT_EQ(Sample(text, "gse_dra_claim_reads_total", {{"result", result}}), 0) << result;
+  }
 }
 
 // issue 14: what the write limiter did, per write; requests in flight per verb.
@@ -334,7 +337,12 @@ TEST(MetricsTest, LiveClusterCountersKeepTheirVocabulary) {
   m.ObserveDriftRepair("node", 0);   // nothing
   m.ObserveDriftRepair("node", -4);  // nothing: counters never go down
   m.SetLastSync(absl::FromUnixSeconds(1700000000));
+  m.ObserveDraClaimRead(true);
+  m.ObserveDraClaimRead(true);
+  m.ObserveDraClaimRead(false);
   std::string text = m.Serialize();
+  EXPECT_EQ(Sample(text, "gse_dra_claim_reads_total", {{"result", "read"}}), 2);
+  EXPECT_EQ(Sample(text, "gse_dra_claim_reads_total", {{"result", "failed"}}), 1);
   EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", "pods"}}), 2);
   EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", "other"}}), 1);
   EXPECT_EQ(Sample(text, "gse_mirror_watch_restarts_total", {{"resource", "secrets"}}), -1);

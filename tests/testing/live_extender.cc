@@ -39,6 +39,7 @@ std::unique_ptr<LiveExtender> StartLiveExtender(LiveClusterOptions options) {
   e->live = std::move(*live);
   ServiceOptions so;
   so.dra_claim_name = e->live->DraClaimNameReader();  // nullptr unless DRA mode is on
+  so.dra_claim_read = e->live->DraClaimReader();
   e->service = std::make_unique<ExtenderService>(
       e->mirror.get(), std::move(*MakePolicy("affinity-pack")), e->live->binder(), so);
   e->live->Start(e->service.get());
