@@ -44,6 +44,9 @@ class Auditor {
     CheckHostView();
     // DRA mode: the DRA model's per-node indexes against a recount of its objects.
     for (const std::string& p : s_.dra_.CheckIndexes()) Problem("DRA index: ", p);
+    if (s_.options_.dra && s_.dra_drift_ != s_.dra_.Drift(*s_.catalog_)) {
+      Problem("DRA catalog drift kept is stale: ", absl::StrJoin(s_.dra_drift_, "; "));
+    }
     CheckDraPicks();
     return std::move(report_);
   }

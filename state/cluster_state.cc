@@ -41,6 +41,7 @@ ClusterState::ClusterState(std::shared_ptr<const Catalog> catalog, MirrorOptions
       room_rows_(catalog_->size(), std::vector<RoomRow>(1)) {
   BumpNodeSetVersion();
   RecomputeQuotas();  // the static quotas apply before any ResourceQuota arrives
+  RefreshDraDrift();  // DRA mode: every catalog DeviceClass is missing until one arrives
 }
 
 void ClusterState::BumpNodeSetVersion() {

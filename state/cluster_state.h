@@ -518,7 +518,10 @@ class ClusterState {
   // ---- DRA mode (dra_nodes.cc, docs/dra.md); no-ops unless MirrorOptions::dra ----
   // Turns DRA mode on (--dra-mode resolved after the mirror was made); meant for an empty
   // state: nodes applied before keep their device-plugin view until their next update.
-  void EnableDra() { options_.dra = true; }
+  void EnableDra() {
+    options_.dra = true;
+    RefreshDraDrift();
+  }
   // The mirrored DRA objects. A change re-derives the nodes it may affect (their DRA-backed
   // offerings, from the Node objects kept for that); a claim's change also moves the charge
   // of the pod it belongs to onto the device the claim allocated.
@@ -563,8 +566,10 @@ class ClusterState {
   DraPick DraPickNow(const NodeState& node, const NodeOffering& no) const;
   // A prediction in a node offering's terms (NodeOffering::dra_pick).
   static DraPick DraPickOf(const DraPrediction& p, const std::vector<std::string>& unit_devices);
-  // Catalog drift (DraState::Drift) against this state's catalog.
-  std::vector<std::string> DraDrift() const { return dra_.Drift(*catalog_); }
+  // Catalog drift (DraState::Drift) against this state's catalog, as of the last DeviceClass
+  // change (it depends on the classes and the catalog alone): filters with decision-log notes
+  // and /debug/state read it without recomputing. Audit recomputes and compares.
+  const std::vector<std::string>& DraDrift() const { return dra_drift_; }
 
   // ---- the host view: cpu, memory and pods per node (host_requests.cc) ----
   // Kept from API facts (ApplyPod/RemovePod) and from our own binds in flight: every pod
@@ -723,6 +728,9 @@ class ClusterState {
   // DRA mode only: the mirrored DRA objects, and each node's last Node object (to derive the
   // node again when DRA objects change; a Node event does not come with those changes).
   DraState dra_;
+  // dra_.Drift(*catalog_), renewed by RefreshDraDrift on every class change (DraDrift).
+  std::vector<std::string> dra_drift_;
+  void RefreshDraDrift() { dra_drift_ = options_.dra ? dra_.Drift(*catalog_) : std::vector<std::string>(); }
   absl::flat_hash_map<std::string, NodeObject> dra_node_objects_;
   // (project, offering) -> OwnedUnits::with_room summed over open node offerings.
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> owned_with_room_;

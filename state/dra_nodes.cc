@@ -24,11 +24,13 @@ namespace gse {
 void ClusterState::ApplyDeviceClass(DraDeviceClass c) {
   if (!options_.dra) return;
   dra_.UpsertDeviceClass(std::move(c));
+  RefreshDraDrift();
   RederiveDraNodes("");
 }
 
 void ClusterState::RemoveDeviceClass(absl::string_view name) {
   if (!options_.dra || !dra_.RemoveDeviceClass(name)) return;
+  RefreshDraDrift();
   RederiveDraNodes("");
 }
 
@@ -128,6 +130,7 @@ void ClusterState::ReplaceDra(const DraObjectBatch& batch) {
 void ClusterState::ReplaceDra(DraState dra) {
   if (!options_.dra) return;
   dra_ = std::move(dra);
+  RefreshDraDrift();
   RederiveDraNodes("");
 }
 

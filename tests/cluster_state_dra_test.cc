@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -35,6 +36,7 @@ using ::gse::testing::ReadFileOrDie;
 using ::gse::testing::SharedPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr char kMig[] = "nvidia.com/mig-1g.5gb";
 constexpr char kDraNode[] = "gpu-node-a";  // the fact sheet slice's node
@@ -234,11 +236,23 @@ TEST(ClusterStateDra, DeviceClassEditedUnderTheState) {
     s.ApplyDeviceClass(std::move(c));
   }
   EXPECT_EQ(MigOn(s, kDraNode), nullptr);
+  // The drift kept with the classes says so at once (filters and /debug/state read it).
+  auto mig_drift = [&] {
+    std::vector<std::string> out;
+    for (const std::string& line : s.DraDrift()) {
+      if (absl::StartsWith(line, "nvidia.com/mig-1g.5gb:")) out.push_back(line);
+    }
+    return out;
+  };
+  EXPECT_THAT(mig_drift(), ElementsAre(HasSubstr("selectors differ")));
   // Back: seven units again. The class removed: the name maps to nothing on the node.
   for (auto& c : DecodeDra(cls).device_classes) s.ApplyDeviceClass(std::move(c));
   EXPECT_EQ(MigOn(s, kDraNode)->advertised_units, 7);
+  EXPECT_THAT(mig_drift(), IsEmpty());
   s.RemoveDeviceClass("mig-1g-5gb.nvidia.com");
   EXPECT_EQ(MigOn(s, kDraNode), nullptr);
+  EXPECT_THAT(mig_drift(), ElementsAre(HasSubstr("not found")));
+  EXPECT_EQ(s.DraDrift(), s.dra().Drift(s.catalog()));
   EXPECT_TRUE(s.Audit().problems.empty());
 }
 
