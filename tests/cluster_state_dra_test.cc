@@ -216,6 +216,35 @@ TEST(ClusterStateDra, UserClaimBlocksItsDevice) {
   EXPECT_TRUE(s.Audit().problems.empty());
 }
 
+// A user-made claim with a prioritized list (firstAvailable, KEP-4816): its result names the
+// subrequest ("gpu/mig") and holds the device like any other result. (The scheduler's
+// extended-resource claims never use prioritized lists: one ExactCount request each.)
+TEST(ClusterStateDra, AUserClaimWithAPrioritizedListHoldsTheDeviceItsResultNames) {
+  ClusterState s(BuiltIn(), DraOn());
+  s.ApplyNode(Node(kDraNode, {}));
+  ApplyClassAndSlice(s);
+  std::string user = Edit(Dra("resourceclaim-extended-allocated.json"),
+                          "\"resource.kubernetes.io/extended-resource-claim\": \"true\"",
+                          "\"example.com/owner\": \"user\"");
+  user = Edit(user,
+              R"("exactly": {
+            "deviceClassName": "mig-1g-5gb.nvidia.com",
+            "allocationMode": "ExactCount",
+            "count": 1
+          })",
+              R"("firstAvailable": [{"name": "full", "deviceClassName": "gpu.nvidia.com"},
+                                {"name": "mig", "deviceClassName": "mig-1g-5gb.nvidia.com"}])");
+  user = Edit(user, R"("request": "container-0-request-2",)", R"("request": "container-0-request-2/mig",)");
+  ASSERT_THAT(user, HasSubstr("firstAvailable"));
+  ApplyClaim(s, user);
+  ASSERT_EQ(s.dra().resource_claim_count(), 1u);
+  const NodeOffering* no = MigOn(s, kDraNode);
+  ASSERT_NE(no, nullptr);
+  EXPECT_TRUE(no->units[0].user_claimed);  // 19-3
+  EXPECT_EQ(no->summary.empty_units, 6);
+  EXPECT_TRUE(s.Audit().problems.empty());
+}
+
 TEST(ClusterStateDra, DeviceClassEditedUnderTheState) {
   ClusterState s(BuiltIn(), DraOn());
   s.ApplyNode(Node(kDraNode, {}));
