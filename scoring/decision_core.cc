@@ -266,15 +266,24 @@ bool WaitForDraClaim(Mirror& mirror, const PodClaim& claim, const PodRequest& re
   }
 }
 
-// Whether the mirror's copy of `key` is at least as new as `read` (then the mirror, which did
-// not show it usable, wins). Not comparable: the mirror wins too, it is the ordered stream.
-bool MirrorIsNewer(const ClusterState& state, const std::string& key,
-                   const DraResourceClaim& read) {
+// Why the mirror's copy of `key`, which did not show it usable, wins over `read` ("" when it
+// does not): it is at least as new, or the two cannot be ordered (the mirror is the ordered
+// stream). No copy: the read wins.
+std::string MirrorCopyWins(const ClusterState& state, const std::string& key,
+                           const DraResourceClaim& read) {
   const DraResourceClaim* mirrored = state.dra().ResourceClaim(key);
-  if (mirrored == nullptr) return false;
+  if (mirrored == nullptr) return "";
   const std::optional<int> order =
       CompareResourceVersions(mirrored->resource_version, read.resource_version);
-  return !order.has_value() || *order >= 0;
+  if (order.has_value() && *order < 0) return "";
+  const std::string versions = absl::StrCat(" (resourceVersion ", mirrored->resource_version,
+                                            " against the API's ", read.resource_version, ")");
+  if (!order.has_value()) {
+    return absl::StrCat("the mirror's copy of ", key, " and the API's answer cannot be ordered",
+                        versions);
+  }
+  return absl::StrCat("the mirror's copy of ", key, " is as new as the API's answer or newer",
+                      versions);
 }
 
 // Why `read`, the claim bind read from the API as `key`, is not the pod's allocated
@@ -287,9 +296,7 @@ std::string ReadClaimProblem(const ClusterState& state, const PodClaim& claim,
     return absl::StrCat(key, " is not pod ", claim.key, "'s extended-resource claim");
   }
   if (read.terminating) return absl::StrCat(key, " is being deleted");
-  if (MirrorIsNewer(state, key, read)) {
-    return absl::StrCat("the mirror has a newer ", key, " than the API's answer");
-  }
+  if (std::string wins = MirrorCopyWins(state, key, read); !wins.empty()) return wins;
   if (absl::Status s = state.dra().VerifyClaim(read, node); !s.ok()) {
     return std::string(s.message());
   }

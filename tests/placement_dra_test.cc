@@ -466,10 +466,14 @@ TEST_F(PlacementDraTest, AReadClaimWinsOnlyWhenNewerThanTheMirrorsCopy) {
   ReserveDecision d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "4"); });
   ASSERT_FALSE(d.assignment.ok());
   EXPECT_THAT(std::string(d.assignment.status().message()),
-              HasSubstr("the mirror has a newer " + key + " than the API's answer"));
+              HasSubstr("the mirror's copy of " + key + " is as new as the API's answer or newer "
+                        "(resourceVersion 5 against the API's 4)"));
+  d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "5"); });
+  EXPECT_FALSE(d.assignment.ok());
   // Not comparable (an older server's opaque version): the mirror, the ordered stream, wins.
   d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "x1"); });
-  EXPECT_FALSE(d.assignment.ok());
+  ASSERT_FALSE(d.assignment.ok());
+  EXPECT_THAT(std::string(d.assignment.status().message()), HasSubstr("cannot be ordered"));
   d = Bind("team-b", "b1", key, [] { return ReadClaim("team-b", "b1", "gpu-1", "12"); });
   ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
   EXPECT_THAT(d.assignment->units, ElementsAre(1));
