@@ -536,6 +536,11 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
       } else {
         v.reason = DraRowVerdict(row.dra, project);
       }
+      // The allocator, not the unit choice, decides which device the pod gets there: it
+      // joins its project's unit only when the predicted pick is that unit. Otherwise this
+      // node must not keep the other candidates from opening one (I3 below), or a project
+      // whose own unit the allocator never picks would find no node at all.
+      v.via_owned_unit = v.via_owned_unit && v.reason == FitReason::kFits && row.dra == project;
     }
     if (v.reason == FitReason::kFits) on_fit(i);
     out.fits[i].reason = v.reason;

@@ -149,7 +149,9 @@ class Auditor {
         }
         if (fresh.open) {
           for (const OwnedUnits& o : fresh.owned) {
-            if (o.with_room > 0) with_room[{o.project, no.offering}] += o.with_room;
+            if (o.reachable_with_room > 0) {
+              with_room[{o.project, no.offering}] += o.reachable_with_room;
+            }
           }
         }
       }

@@ -110,10 +110,16 @@ struct OwnedUnits {
   ProjectId project = kNoProject;
   int32_t units = 0;       // owned units, full or not
   int32_t with_room = 0;   // of which Free() >= 1
+  // Of those, the ones the project's next pod can be given: all of them on a device-plugin
+  // node; on a DRA-backed one only the allocator's predicted pick (NodeOffering::dra_pick),
+  // because kube-scheduler's allocator picks the device there, first fit in walk order,
+  // whatever project holds it. The per-project index (OwnedUnitsWithRoom) counts these: an
+  // own unit the allocator will not pick must not keep the project off every other node.
+  int32_t reachable_with_room = 0;
   int32_t max_free = 0;    // largest Free() among them
   bool operator==(const OwnedUnits& o) const {
     return project == o.project && units == o.units && with_room == o.with_room &&
-           max_free == o.max_free;
+           reachable_with_room == o.reachable_with_room && max_free == o.max_free;
   }
 };
 
@@ -511,8 +517,9 @@ class ClusterState {
     return slot < slot_versions_.size() ? slot_versions_[slot] : 0;
   }
   // Units of `offering` the project owns with room for another holder (Free() >= 1) on open
-  // node offerings (OfferingSummary::open), cluster-wide: the spill check of I3 without a
-  // scan of every node.
+  // node offerings (OfferingSummary::open) that its next pod can be given
+  // (OwnedUnits::reachable_with_room: on DRA-backed ones, the allocator's predicted pick
+  // only), cluster-wide: the spill check of I3 without a scan of every node.
   int32_t OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const;
 
   // ---- DRA mode (dra_nodes.cc, docs/dra.md); no-ops unless MirrorOptions::dra ----

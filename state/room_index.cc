@@ -144,7 +144,17 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
   OfferingSummary s;
   s.open = AvailabilityOf(node, no) == Availability::kOpen;
   cluster_state_internal::AgentWaitingGroup waiting(catalog_->Get(no.offering).shared());
-  for (const Unit& unit : no.units) {
+  // On a DRA-backed offering the allocator, not the extender, picks the device: only its
+  // predicted pick can take the project's next pod (OwnedUnits::reachable_with_room). No
+  // prediction: none is counted, so an unpredictable node never binds a project to itself.
+  auto reachable = [&no](size_t i) {
+    if (!no.dra) return true;
+    return no.dra_pick.kind == DraPick::kUnits &&
+           std::find(no.dra_pick.units.begin(), no.dra_pick.units.end(),
+                     static_cast<int32_t>(i)) != no.dra_pick.units.end();
+  };
+  for (size_t i = 0; i < no.units.size(); ++i) {
+    const Unit& unit = no.units[i];
     const int32_t free = unit.Free();
     s.max_free = std::max(s.max_free, free);
     if (!unit.TakesNoNewHolders()) {
@@ -175,6 +185,7 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
     }
     ++pos->units;
     if (free >= 1) ++pos->with_room;
+    if (free >= 1 && reachable(i)) ++pos->reachable_with_room;
     if (unit.owner < 64) {
       const uint64_t bit = uint64_t{1} << static_cast<uint32_t>(unit.owner);
       s.low_owners |= bit;
@@ -194,10 +205,10 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
 void ClusterState::AddToIndex(const NodeOffering& no, int32_t sign) {
   if (!no.summary.open) return;
   for (const OwnedUnits& o : no.summary.owned) {
-    if (o.with_room == 0) continue;
+    if (o.reachable_with_room == 0) continue;
     auto key = std::make_pair(o.project, no.offering);
     int32_t& count = owned_with_room_[key];
-    count += sign * o.with_room;
+    count += sign * o.reachable_with_room;
     if (count == 0) owned_with_room_.erase(key);
   }
 }

@@ -235,6 +235,44 @@ TEST_F(PlacementDraTest, FilterRefusesANodeWhosePredictedDeviceHoldsAnotherProje
 // DraPredictedVerdict, reads the node and its units. After each change below (devices held by
 // one project, by two, by a user-made claim, then no prediction) both agree for every project,
 // and Audit finds rows and kept picks fresh.
+// kube-scheduler's allocator, not the extender, picks the device on a DRA node: first fit in
+// walk order, whatever project holds it. team-a's own gpu-1 has free shares, but the allocator
+// would give team-a's next pod a share of team-b's gpu-0. That own unit must not keep team-a
+// off every other node ("own unit has a free ticket on another node"): the project would
+// never be scheduled again while gpu-0 has room.
+TEST_F(PlacementDraTest, AnOwnUnitTheAllocatorWillNotPickDoesNotBindTheProjectToItsNode) {
+  SharedCluster();
+  Bound("team-b", "b1", "gpu-0");
+  Bound("team-a", "a1", "gpu-1");
+  const std::string project_a = ProjectOf("team-a");
+  const ProjectId team_a =
+      mirror_.Read([&](const ClusterState& s) { return s.FindProject(project_a); });
+  const OfferingId shared =
+      mirror_.Read([](const ClusterState& s) { return s.catalog().Find(kShared)->id; });
+  EXPECT_EQ(mirror_.Read([&](const ClusterState& s) { return s.OwnedUnitsWithRoom(team_a, shared); }),
+            0);
+  const FilterDecision d = core_.Filter(Pod("team-a", "a2", kShared), {kNode, "plugin-1"});
+  EXPECT_EQ(d.verdicts.at(0), FitReason::kDraDeviceOfOtherProject);
+  EXPECT_EQ(d.verdicts.at(1), FitReason::kFits) << FitReasonText(d.verdicts.at(1));
+
+  // Once team-b is gone, the allocator's first fit is gpu-0, empty: team-a's gpu-1 is still
+  // not what its next pod would get, and team-a may open a unit on either node.
+  mirror_.Write([](ClusterState& s) {
+    s.RemovePod("uid-b1", "team-b/b1");
+    s.RemoveResourceClaim("team-b/b1-extended-resources-x");
+  });
+  EXPECT_EQ(mirror_.Read([&](const ClusterState& s) { return s.OwnedUnitsWithRoom(team_a, shared); }),
+            0);
+  // A claim of team-a on gpu-0 makes gpu-0 the pick with team-a's room: now it binds team-a.
+  Bound("team-a", "a3", "gpu-0");
+  EXPECT_EQ(mirror_.Read([&](const ClusterState& s) { return s.OwnedUnitsWithRoom(team_a, shared); }),
+            1);
+  const FilterDecision joined = core_.Filter(Pod("team-a", "a4", kShared), {kNode, "plugin-1"});
+  EXPECT_EQ(joined.verdicts.at(0), FitReason::kFits);
+  EXPECT_EQ(joined.verdicts.at(1), FitReason::kAffinityElsewhere);
+  EXPECT_TRUE(mirror_.Read([](const ClusterState& s) { return s.Audit().problems.empty(); }));
+}
+
 TEST_F(PlacementDraTest, TheRowsDraCheckIsTheNodes) {
   SharedCluster();
   // `want_row`: RoomRow::dra expected, or nullopt (any: the check is that both agree).
