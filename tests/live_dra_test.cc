@@ -9,10 +9,13 @@
 // server's objects only: every bound pod's annotations name its real device (the claim's on
 // DRA nodes), no shared device holds two projects, quotas in units hold across both kinds.
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -25,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "scoring/decision_core.h"
 #include "scoring/policies.h"
 #include "state/catalog.h"
 #include "state/mirror.h"
@@ -158,33 +162,53 @@ std::string ErrorOf(const std::string& body) {
   return d.HasMember("Error") && d["Error"].IsString() ? d["Error"].GetString() : "";
 }
 
-// One scheduling cycle of kube-scheduler with DRA: in-tree filter (the allocator's plan on
-// DRA nodes), our filter and prioritize, PreBind on a DRA node, our bind, Unreserve on error.
-Attempt ScheduleOnce(ExtenderService& service, FakeApiServer& fake, DraTestAllocator& alloc,
-                     const std::string& ns, const std::string& name,
-                     const std::vector<std::string>& candidates) {
-  Attempt a;
+// kube-scheduler's scheduling cycle for one pod with DRA: in-tree filter (the allocator's
+// plan on DRA nodes), our filter and prioritize, and PreBind on a DRA node. `claim` names the
+// claim PreBind wrote ("" elsewhere); a non-empty `error` ends the attempt before bind.
+struct Cycle {
+  Attempt attempt;
+  std::string ns, name, uid, claim;
+};
+
+Cycle SchedulingCycle(ExtenderService& service, FakeApiServer& fake, DraTestAllocator& alloc,
+                      const std::string& ns, const std::string& name,
+                      const std::vector<std::string>& candidates) {
+  Cycle c{{}, ns, name, "", ""};
+  Attempt& a = c.attempt;
   std::optional<std::string> pod = fake.Get("pods", ns, name);
-  if (!pod) return Attempt{"", "pod gone"};
+  if (!pod) return Cycle{{"", "pod gone"}, ns, name, "", ""};
+  rapidjson::Document pd;
+  pd.Parse(pod->c_str());
+  c.uid = pd["metadata"]["uid"].GetString();
   std::vector<std::string> feasible;
   for (const std::string& n : candidates) {
     if (!IsDraNode(n) || alloc.Plan(ns, name, n).ok()) feasible.push_back(n);
   }
-  if (feasible.empty()) return Attempt{"", "no DRA fit"};
+  if (feasible.empty()) {
+    a.error = "no DRA fit";
+    return c;
+  }
   const std::string args = absl::StrCat(R"({"Pod":)", *pod, R"(,"Nodes":null,"NodeNames":[")",
                                         absl::StrJoin(feasible, "\",\""), "\"]}");
   VerbResult f = service.Filter(args);
   rapidjson::Document fd;
   fd.Parse(f.body.c_str());
-  if (fd.HasParseError() || !fd.IsObject()) return Attempt{"", "unparsable filter answer"};
+  if (fd.HasParseError() || !fd.IsObject()) {
+    a.error = "unparsable filter answer";
+    return c;
+  }
   if (fd.HasMember("Error") && fd["Error"].IsString() && fd["Error"].GetStringLength() > 0) {
-    return Attempt{"", fd["Error"].GetString()};
+    a.error = fd["Error"].GetString();
+    return c;
   }
   std::vector<std::string> passing;
   if (fd["NodeNames"].IsArray()) {
     for (const auto& n : fd["NodeNames"].GetArray()) passing.push_back(n.GetString());
   }
-  if (passing.empty()) return Attempt{"", absl::StrCat("filter: no node (", f.body, ")")};
+  if (passing.empty()) {
+    a.error = absl::StrCat("filter: no node (", f.body, ")");
+    return c;
+  }
   VerbResult p = service.Prioritize(absl::StrCat(R"({"Pod":)", *pod, R"(,"Nodes":null,"NodeNames":[")",
                                                  absl::StrJoin(passing, "\",\""), "\"]}"));
   rapidjson::Document scores;
@@ -199,28 +223,41 @@ Attempt ScheduleOnce(ExtenderService& service, FakeApiServer& fake, DraTestAlloc
       }
     }
   }
-  std::string claim;
   if (IsDraNode(a.chosen)) {
     absl::StatusOr<DraTestAllocator::Outcome> o = alloc.AllocateAndPreBind(ns, name, a.chosen);
-    if (!o.ok()) return Attempt{a.chosen, absl::StrCat("prebind: ", o.status().message())};
-    claim = o->claim_name;
+    if (!o.ok()) {
+      a.error = absl::StrCat("prebind: ", o.status().message());
+      return c;
+    }
+    c.claim = o->claim_name;
   }
-  rapidjson::Document pd;
-  pd.Parse(pod->c_str());
-  VerbResult b = service.Bind(absl::StrCat(R"({"PodName":")", name, R"(","PodNamespace":")", ns,
-                                           R"(","PodUID":")", pd["metadata"]["uid"].GetString(),
-                                           R"(","Node":")", a.chosen, R"("})"));
-  a.error = ErrorOf(b.body);
-  if (!a.error.empty() && !claim.empty()) {
+  return c;
+}
+
+// kube-scheduler's binding cycle: our bind, and Unreserve when it fails.
+Attempt BindingCycle(ExtenderService& service, FakeApiServer& fake, Cycle c) {
+  if (!c.attempt.error.empty()) return c.attempt;
+  VerbResult b = service.Bind(absl::StrCat(R"({"PodName":")", c.name, R"(","PodNamespace":")",
+                                           c.ns, R"(","PodUID":")", c.uid, R"(","Node":")",
+                                           c.attempt.chosen, R"("})"));
+  c.attempt.error = ErrorOf(b.body);
+  if (!c.attempt.error.empty() && !c.claim.empty()) {
     // Unreserve: the claim's delete-protection finalizer makes it terminating first (one
     // MODIFIED event), then it goes.
-    EXPECT_TRUE(fake.Mutate("resourceclaims", ns, claim, [](rapidjson::Document& d) {
+    EXPECT_TRUE(fake.Mutate("resourceclaims", c.ns, c.claim, [](rapidjson::Document& d) {
                       d["metadata"].AddMember("deletionTimestamp", "2026-12-01T00:00:00Z",
                                               d.GetAllocator());
                     }).ok());
-    fake.Delete("resourceclaims", ns, claim);
+    fake.Delete("resourceclaims", c.ns, c.claim);
   }
-  return a;
+  return c.attempt;
+}
+
+// One scheduling cycle, then its binding cycle.
+Attempt ScheduleOnce(ExtenderService& service, FakeApiServer& fake, DraTestAllocator& alloc,
+                     const std::string& ns, const std::string& name,
+                     const std::vector<std::string>& candidates) {
+  return BindingCycle(service, fake, SchedulingCycle(service, fake, alloc, ns, name, candidates));
 }
 
 // The pod's extended-resource claim's devices ("driver/pool/device"), from the API server.
@@ -540,6 +577,121 @@ TEST_F(LiveDraTest, BindReadsTheClaimWhileTheClaimWatchLagsAndStillRefusesSharin
                "gpu.nvidia.com/dra-2/gpu-0";
   });
   EXPECT_TRUE(on_gpu0);
+}
+
+// kube-scheduler runs binding cycles concurrently, one goroutine each, while its scheduling
+// cycle goes on with the next pod. Here the binds run on their own threads while the watches
+// are held and released at random (a watch cache that lags, then catches up: binds then read
+// their claims from the API) and the allocator walks dra-2's slices in either order (the
+// prediction is then sometimes wrong, and bind must refuse). Whatever the interleaving: no
+// shared device holds two projects, no exclusive device two pods, every bound pod's
+// annotation names its claim's device, quotas hold, and once the watches catch up the
+// mirror's audit is clean.
+TEST_F(LiveDraTest, ConcurrentBindsWhileTheWatchesLagNeverHandAUnitOutTwice) {
+  auto e = StartLiveExtender(TestOptions(kubeconfig_));
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(Eventually([&] { return e->service->Ready(); }));
+  WaitForClaimWatch(*e);
+  // The projects take turns, so that the allocator, which knows no projects, puts the next
+  // project's pod on the device the last one got.
+  std::vector<std::string> pods;
+  for (int i = 0; i < 6; ++i) {
+    for (const char* ns : {"team-a", "team-b", "team-c"}) {
+      pods.push_back(Pod(fake_, ns, absl::StrCat("gpu-", i), kShared));
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (const char* ns : {"team-a", "team-b", "team-c"}) {
+      pods.push_back(Pod(fake_, ns, absl::StrCat("mig-", i), kMig));
+    }
+  }
+  const int64_t reads_before = fake_.RequestCount("GET", "/resourceclaims/");
+  std::mt19937 rng(20261203);
+  absl::Mutex mu;
+  std::deque<std::string> queue(pods.begin(), pods.end());
+  int in_flight = 0;
+  std::map<std::string, int> tries;
+  std::map<std::string, std::string> last_error;
+  std::vector<std::thread> binds;
+  constexpr int kTriesPerPod = 8;
+  int cycles = 0;
+  bool held = false;
+  absl::Time last_change = absl::Now();
+  while (true) {
+    std::string key;
+    {
+      absl::MutexLock lock(&mu);
+      if (queue.empty() && in_flight == 0) break;
+      if (!queue.empty()) {
+        key = queue.front();
+        queue.pop_front();
+      }
+    }
+    if (key.empty()) {
+      absl::SleepFor(absl::Milliseconds(5));
+      continue;
+    }
+    // The first cycles go to the DRA nodes with the watches held until their binds have
+    // answered, so that those binds read their claims from the API whatever the timing. Then
+    // the watches are held or released at random, each state kept longer than bind's wait for
+    // the claim (HoldWatches(true) again would release what is held so far).
+    const bool first = ++cycles <= 6;
+    if (cycles == 7) {
+      mu.LockWhen(absl::Condition(
+          +[](int* n) { return *n == 0; }, &in_flight));
+      mu.Unlock();
+    }
+    if (first && !held) {
+      fake_.HoldWatches(true);
+      held = true;
+      last_change = absl::Now();
+    } else if (!first && absl::Now() - last_change > 2 * ::gse::kDraClaimWait) {
+      const bool hold = rng() % 2 == 0;
+      if (hold != held) fake_.HoldWatches(hold);
+      held = hold;
+      last_change = absl::Now();
+    }
+    alloc_.SetReverseSliceOrder(rng() % 2 == 0);
+    const size_t slash = key.find('/');
+    Cycle cycle = SchedulingCycle(*e->service, fake_, alloc_, key.substr(0, slash),
+                                  key.substr(slash + 1),
+                                  first ? std::vector<std::string>{"dra-1", "dra-2"} : kNodes);
+    absl::MutexLock lock(&mu);
+    ++tries[key];
+    ++in_flight;
+    binds.emplace_back([&, key, cycle] {
+      const Attempt a = BindingCycle(*e->service, fake_, cycle);
+      absl::MutexLock lock(&mu);
+      --in_flight;
+      last_error[key] = a.error;
+      if (!a.bound() && tries[key] < kTriesPerPod) queue.push_back(key);
+    });
+  }
+  for (std::thread& t : binds) t.join();
+  EXPECT_THAT(Referee_(fake_).violations, IsEmpty()) << "while the watches lagged";
+  EXPECT_GT(fake_.RequestCount("GET", "/resourceclaims/"), reads_before)
+      << "no bind read its claim from the API: the lagging path was not exercised";
+
+  // While the mirror lags, a project's pods may find no node (its own slice looks full or
+  // another project's to the prediction): kube-scheduler retries them on the next cluster
+  // events. Once the watches have caught up, every pod fits (7 shareable GPUs of 4 shares for
+  // 3 projects' 6 pods each, 8 MIG units for 6 pods, team-c's quota 3) and is bound.
+  fake_.HoldWatches(false);
+  ASSERT_TRUE(Eventually([&] { return fake_.WatchesCaughtUp(); }));
+  std::vector<std::string> unbound;
+  for (const std::string& key : pods) {
+    if (Referee_(fake_).device_of.count(key) == 0) unbound.push_back(key);
+  }
+  std::map<std::string, Attempt> retried = ScheduleAll(*e->service, unbound, 3);
+  const Referee r = Referee_(fake_);
+  EXPECT_THAT(r.violations, IsEmpty());
+  EXPECT_EQ(r.bound, static_cast<int>(pods.size()));
+  for (const auto& [key, a] : retried) EXPECT_TRUE(a.bound()) << key << ": " << a.error;
+  ASSERT_TRUE(Eventually([&] {
+    return e->mirror->Read([](const ClusterState& s) { return s.pods().size(); }) ==
+           static_cast<size_t>(r.bound);
+  }));
+  EXPECT_THAT(e->mirror->Read([](const ClusterState& s) { return s.Audit().problems; }), IsEmpty());
 }
 
 // A sidecar (an init container with restartPolicy Always) keeps its devices beside the app
