@@ -292,14 +292,23 @@ TEST(CatalogCheckTest, MpsOfferingWithDraDeviceClassIsFlagged) {
       "- resource: example.com/gpu.mps\n  sharing: mps\n  replicas: 4\n"
       "  deviceClass: gpu-mps.example.com\n"
       "- resource: example.com/mig-2g.10gb.mps\n  unit: mig\n  migProfile: 2g.10gb\n"
-      "  sharing: mps\n  replicas: 2\n  deviceClass: mig-2g-10gb-mps.example.com\n");
+      "  sharing: mps\n  replicas: 2\n  deviceClass: mig-2g-10gb-mps.example.com\n"
+      "- resource: example.com/gpu.shared\n  sharing: time-sliced\n  replicas: 4\n"
+      "  deviceClass: gpu-shared.example.com\n");
   CheckReport report;
   CheckCatalog(catalog, "c.yaml", &report);
   EXPECT_EQ(report.errors(), 0) << Dump(report);
-  EXPECT_EQ(report.warnings(), 2) << Dump(report);
+  EXPECT_EQ(report.warnings(), 3) << Dump(report);
+  // A time-sliced whole GPU can be shared through DRA, with the driver's ConsumableShares.
+  EXPECT_THAT(OneLine(report, {"offerings[2] (example.com/gpu.shared).deviceClass: ",
+                               "sharing \"time-sliced\" (4 tickets per GPU)"}),
+              AllOf(HasSubstr("unless the NVIDIA driver runs with ConsumableShares"),
+                    Not(HasSubstr("MPS"))));
   EXPECT_THAT(OneLine(report, {"warning: c.yaml: offerings[0] (example.com/gpu.mps).deviceClass: ",
                                "\"gpu-mps.example.com\"", "sharing \"mps\" (4 shares per GPU)"}),
-              AllOf(HasSubstr("ConsumableShares"), HasSubstr("one share of quota buys a whole GPU")));
+              AllOf(HasSubstr("one MPS daemon per claim"),
+                    HasSubstr("refuses MPS together with ConsumableShares"),
+                    HasSubstr("one share of quota buys a whole GPU")));
   EXPECT_THAT(OneLine(report, {"offerings[1] (example.com/mig-2g.10gb.mps).deviceClass: ",
                                "sharing \"mps\" (2 shares per MIG 2g.10gb slice)"}),
               HasSubstr("cannot be shared between pods"));

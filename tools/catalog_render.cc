@@ -519,6 +519,15 @@ std::string DraSharingProblem(const Offering& o) {
         "capacity requests and MIG capacities have no request policy)",
         tail);
   }
+  if (o.sharing == Sharing::kMps) {
+    // The driver starts one MPS daemon per claim, and refuses MPS with ConsumableShares, the
+    // only way two extended-resource claims reach one GPU (fact sheet section 5).
+    return absl::StrCat(
+        head,
+        "the NVIDIA driver runs one MPS daemon per claim and refuses MPS together with "
+        "ConsumableShares, the only way several pods' extended-resource claims reach one GPU",
+        tail);
+  }
   return absl::StrCat(
       head,
       "each pod's extended-resource claim gets a GPU of its own unless the NVIDIA driver runs "
