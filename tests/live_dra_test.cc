@@ -582,8 +582,9 @@ TEST_F(LiveDraTest, BindReadsTheClaimWhileTheClaimWatchLagsAndStillRefusesSharin
 // kube-scheduler runs binding cycles concurrently, one goroutine each, while its scheduling
 // cycle goes on with the next pod. Here the binds run on their own threads while the watches
 // are held and released at random (a watch cache that lags, then catches up: binds then read
-// their claims from the API) and the allocator walks dra-2's slices in either order (the
-// prediction is then sometimes wrong, and bind must refuse). Whatever the interleaving: no
+// their claims from the API), the allocator walks dra-2's slices in either order (the
+// prediction is then sometimes wrong, and bind must refuse), and Binding POSTs and claim reads
+// fail now and then (before or after the POST commits). Whatever the interleaving: no
 // shared device holds two projects, no exclusive device two pods, every bound pod's
 // annotation names its claim's device, quotas hold, and once the watches catch up the
 // mirror's audit is clean.
@@ -652,6 +653,34 @@ TEST_F(LiveDraTest, ConcurrentBindsWhileTheWatchesLagNeverHandAUnitOutTwice) {
       last_change = absl::Now();
     }
     alloc_.SetReverseSliceOrder(rng() % 2 == 0);
+    // API faults on the bind path, once each, now and then: the Binding POST failing before
+    // or after it commits (the extender reads the pod back), and the claim's GET failing.
+    if (!first) {
+      switch (rng() % 8) {
+        case 0:
+        case 1: {
+          FakeApiServer::Fault f;
+          f.method = "POST";
+          f.path_contains = "/binding";
+          f.status = 503;
+          f.status_after_commit = rng() % 2 == 0;
+          f.label = f.status_after_commit ? "binding 503 after commit" : "binding 503";
+          fake_.AddFault(f);
+          break;
+        }
+        case 2: {
+          FakeApiServer::Fault f;
+          f.method = "GET";
+          f.path_contains = "/resourceclaims/";
+          f.status = 503;
+          f.label = "claim read 503";
+          fake_.AddFault(f);
+          break;
+        }
+        default:
+          break;
+      }
+    }
     const size_t slash = key.find('/');
     Cycle cycle = SchedulingCycle(*e->service, fake_, alloc_, key.substr(0, slash),
                                   key.substr(slash + 1),
@@ -668,7 +697,11 @@ TEST_F(LiveDraTest, ConcurrentBindsWhileTheWatchesLagNeverHandAUnitOutTwice) {
     });
   }
   for (std::thread& t : binds) t.join();
+  fake_.ClearFaults();
   EXPECT_THAT(Referee_(fake_).violations, IsEmpty()) << "while the watches lagged";
+  const std::map<std::string, int64_t> hits = fake_.FaultHits();
+  EXPECT_GT(hits.count("binding 503") + hits.count("binding 503 after commit"), 0u)
+      << "no Binding POST met a fault";
   EXPECT_GT(fake_.RequestCount("GET", "/resourceclaims/"), reads_before)
       << "no bind read its claim from the API: the lagging path was not exercised";
 
