@@ -192,15 +192,19 @@ TEST(ClusterStateDra, ChargedPodOnClaimSeenFirst) {
   EXPECT_EQ(s.Usage(p, s.catalog().Find(kMig)->id), 1);  // quota in units
 }
 
+// The fact sheet's allocation, made by a user: no extended-resource annotation, so no
+// owning pod counts.
+std::string UserClaimJson() {
+  return Edit(Dra("resourceclaim-extended-allocated.json"),
+              "\"resource.kubernetes.io/extended-resource-claim\": \"true\"",
+              "\"example.com/owner\": \"user\"");
+}
+
 TEST(ClusterStateDra, UserClaimBlocksItsDevice) {
   ClusterState s(BuiltIn(), DraOn());
   s.ApplyNode(Node(kDraNode, {}));
   ApplyClassAndSlice(s);
-  // The same allocation, made by a user: no annotation, no owning pod.
-  std::string user = Edit(Dra("resourceclaim-extended-allocated.json"),
-                          "\"resource.kubernetes.io/extended-resource-claim\": \"true\"",
-                          "\"example.com/owner\": \"user\"");
-  ApplyClaim(s, user);
+  ApplyClaim(s, UserClaimJson());
   const NodeOffering* no = MigOn(s, kDraNode);
   ASSERT_NE(no, nullptr);
   EXPECT_TRUE(no->units[0].user_claimed);  // 19-3: no new holders
@@ -223,9 +227,7 @@ TEST(ClusterStateDra, AUserClaimWithAPrioritizedListHoldsTheDeviceItsResultNames
   ClusterState s(BuiltIn(), DraOn());
   s.ApplyNode(Node(kDraNode, {}));
   ApplyClassAndSlice(s);
-  std::string user = Edit(Dra("resourceclaim-extended-allocated.json"),
-                          "\"resource.kubernetes.io/extended-resource-claim\": \"true\"",
-                          "\"example.com/owner\": \"user\"");
+  std::string user = UserClaimJson();
   user = Edit(user,
               R"("exactly": {
             "deviceClassName": "mig-1g-5gb.nvidia.com",
