@@ -404,8 +404,12 @@ ReserveDecision DecisionCore::Reserve(const PodClaim& claim, const PodRequest& r
   // this call's Binder says; a reservation still in flight is joined, and counted as one more
   // bind of it (ClusterState::Reserve), so that no call's "not bound" frees what another
   // call's POST may still commit (ClusterState::ReleaseReservation).
+  // The claim verified on a DRA node is the pod's (PodRecord::dra_claim): a failed attempt's
+  // claim that a lagging watch delivers later must not move the holding.
+  PodClaim holder = claim;
+  holder.dra_claim = dra.key;
   d.assignment = mirror_->ReserveWith(
-      claim, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
+      holder, [&](const ClusterState& state) -> absl::StatusOr<Assignment> {
         d.time_sliced = request.offering != kNoOffering &&
                         state.catalog().Get(request.offering).sharing == Sharing::kTimeSliced;
         const PodRecord* held = state.FindPodById(pod_id);

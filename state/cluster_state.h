@@ -340,6 +340,12 @@ struct PodRecord {
   ProjectId project = kNoProject;
   Assignment assignment;
   HoldingSource source = HoldingSource::kConfirmed;
+  // DRA: the pod's extended-resource claim (namespace/name) when it is known, from the pod's
+  // status (PodObject::extended_resource_claim) or from our bind, which verified it. Only that
+  // claim's devices are the pod's (DraChargedUnits): under a lagging claim watch a failed
+  // attempt's claim of the same pod may still arrive, allocated, after the pod was bound
+  // elsewhere. "": every live claim of the pod counts.
+  std::string dra_claim;
   // When our own bind confirmed this holding (InfinitePast when learned from the API). A
   // relist listed before that bind cannot show the pod yet; Mirror::ReplaceAll carries such
   // holdings over instead of freeing a unit that the watch will show bound.
@@ -391,6 +397,9 @@ struct PodClaim {
   std::string uid;
   std::string namespace_name;
   std::string project;  // project name (see ProjectOfNamespace)
+  // DRA: the extended-resource claim (namespace/name) bind verified, kept as
+  // PodRecord::dra_claim; "" elsewhere.
+  std::string dra_claim = "";
 };
 
 // Counters of facts that broke our rules, for metrics and alerts.
@@ -551,8 +560,11 @@ class ClusterState {
   // The units of a DRA-backed offering that the pod's (`pod_uid`) allocated claims hold on
   // the node, sorted; empty when the node offering is not DRA-backed or no claim names its
   // devices. Charged pods and bind read the real devices from it.
+  // With `claim_key` (PodRecord::dra_claim): that claim's units only, when the mirror has it
+  // live for that pod; empty otherwise.
   std::vector<int32_t> DraChargedUnits(const NodeOffering& no, absl::string_view node,
-                                       absl::string_view pod_uid) const;
+                                       absl::string_view pod_uid,
+                                       absl::string_view claim_key = "") const;
   // The units of a DRA-backed offering that one claim (namespace/name) holds on the node,
   // sorted (bind: the verified claim's devices, and no other claim's).
   std::vector<int32_t> DraUnitsOfClaim(const NodeOffering& no, absl::string_view node,
@@ -688,8 +700,10 @@ class ClusterState {
   // The units charged to a pod bound without our annotation (pod_holdings.cc). On a
   // DRA-backed offering, the devices the pod's (by `pod_uid`) allocated claims hold, when the
   // mirror has them all (DraChargedUnits); else conservatively.
+  // `claim_key`: PodRecord::dra_claim ("" = every live claim of the pod).
   Assignment ChargedUnits(const std::string& node_name, OfferingId offering, size_t need,
-                          ProjectId project, absl::string_view pod_uid) const;
+                          ProjectId project, absl::string_view pod_uid,
+                          absl::string_view claim_key = "") const;
   // DRA mode: re-applies the kept Node object of `node` ("" = every node) so that its
   // DRA-backed offerings follow the DRA objects; then moves the charge of charged pods on
   // them onto their claims' devices (RechargeDraPods).

@@ -179,9 +179,15 @@ DraPick ClusterState::DraPickNow(const NodeState& node, const NodeOffering& no) 
 
 std::vector<int32_t> ClusterState::DraChargedUnits(const NodeOffering& no,
                                                    absl::string_view node,
-                                                   absl::string_view pod_uid) const {
+                                                   absl::string_view pod_uid,
+                                                   absl::string_view claim_key) const {
   std::vector<int32_t> out;
   if (!no.dra || pod_uid.empty()) return out;
+  if (!claim_key.empty()) {
+    const DraResourceClaim* c = dra_.ResourceClaim(claim_key);
+    if (c == nullptr || c->terminating || c->owner_pod_uid != pod_uid) return out;
+    return DraUnitsOfClaim(no, node, claim_key);
+  }
   // HoldersOn reads the node's claims (DraState's per-node indexes): called for pods bound on
   // DRA-backed offerings and once per bind there. A terminating claim (a failed attempt's,
   // being deleted) holds nothing of the pod's.
@@ -295,7 +301,7 @@ void ClusterState::RechargeDraPods(absl::string_view node) {
     const NodeState* n = FindNode(rec.assignment.node);
     const NodeOffering* no = n != nullptr ? n->Find(rec.assignment.offering) : nullptr;
     if (no == nullptr || !no->dra) continue;
-    std::vector<int32_t> real = DraChargedUnits(*no, rec.assignment.node, rec.uid);
+    std::vector<int32_t> real = DraChargedUnits(*no, rec.assignment.node, rec.uid, rec.dra_claim);
     if (real.size() != rec.assignment.units.size() || real == rec.assignment.units) continue;
     moves.emplace_back(id, std::move(real));
   }

@@ -449,9 +449,20 @@ absl::Status DecodePodAt(const Value& value, const Path& path, PodObject* pod) {
   }
   if (sec.status != nullptr) {
     const Path status_path = path.Field("status");
-    static constexpr absl::string_view kNames[] = {"phase", "conditions"};
-    const Value* f[2];
+    static constexpr absl::string_view kNames[] = {"phase", "conditions",
+                                                   "extendedResourceClaimStatus"};
+    const Value* f[3];
     if (absl::Status s = GetFields(*sec.status, status_path, kNames, f); !s.ok()) return s;
+    if (f[2] != nullptr && f[2]->IsObject()) {
+      auto claim = f[2]->FindMember("resourceClaimName");
+      if (claim != f[2]->MemberEnd() && claim->value.IsString() &&
+          claim->value.GetStringLength() > 0 && claim->value.GetStringLength() <= kMaxNameBytes) {
+        std::string name(claim->value.GetString(), claim->value.GetStringLength());
+        if (UidProblem(name).empty() && name.find('/') == std::string::npos) {
+          pod->extended_resource_claim = std::move(name);
+        }
+      }
+    }
     const Path phase_path = status_path.Field("phase");
     if (absl::Status s = ReadString(f[0], phase_path, &pod->phase); !s.ok()) return s;
     // PodScheduled's lastTransitionTime (see PodObject::scheduled_at): read leniently, as a

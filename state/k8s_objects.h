@@ -100,6 +100,11 @@ struct PodObject {
   // absent; a condition that is not readable is ignored (a hint only: the node agent's gate
   // counts its wait from it, and from the first sight of the pod without it).
   absl::Time scheduled_at = absl::InfinitePast();
+  // status.extendedResourceClaimStatus.resourceClaimName: the claim kube-scheduler's PreBind
+  // made for the pod's extended resources on a DRA node (DRA fact sheet §2). "" when absent or
+  // not readable: read leniently, like scheduled_at, since a failed attempt's claim is told
+  // apart by it only (PodRecord::dra_claim), never a reason to refuse the pod.
+  std::string extended_resource_claim;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> node_selector;

@@ -221,6 +221,11 @@ void ClusterState::ApplyPod(const PodObject& pod) {
   const absl::Time since = existing != nullptr && existing->awaiting_agent
                                ? existing->awaiting_agent_since
                                : bound_from;
+  // DRA: the claim the pod's status names, else the one our bind verified (PodRecord::dra_claim).
+  const std::string dra_claim =
+      !pod.extended_resource_claim.empty()
+          ? absl::StrCat(pod.namespace_name, "/", pod.extended_resource_claim)
+          : existing != nullptr ? existing->dra_claim : std::string();
   auto record = [&](Assignment a, HoldingSource source) {
     if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
     PodRecord rec;
@@ -228,6 +233,7 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     rec.key = key;
     rec.uid = pod.uid;
     rec.namespace_name = pod.namespace_name;
+    rec.dra_claim = dra_claim;
     rec.project = project;
     rec.assignment = std::move(a);
     rec.source = source;
@@ -248,13 +254,14 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     // the pod's claim names the device it really holds, and wins.
     const NodeOffering* no = node->Find(parsed->offering);
     if (no != nullptr && no->dra) {
-      std::vector<int32_t> real = DraChargedUnits(*no, pod.node_name, pod.uid);
+      std::vector<int32_t> real = DraChargedUnits(*no, pod.node_name, pod.uid, dra_claim);
       if (real.size() == parsed->units.size()) parsed->units = std::move(real);
     }
   }
   if (parsed.ok()) {
     if (existing != nullptr && existing->assignment == *parsed && existing->project == project) {
       existing->source = HoldingSource::kConfirmed;
+      existing->dra_claim = dra_claim;
       existing->agent_may_wait = may_wait;
       existing->agent_wait_from = bound_from;
       SetAwaitingAgent(*existing, awaiting, since);
@@ -284,14 +291,14 @@ void ClusterState::ApplyPod(const PodObject& pod) {
     // pod's claims now name the devices it really holds.
     const NodeOffering* no = node != nullptr ? node->Find(request.offering) : nullptr;
     const std::vector<int32_t> real =
-        no != nullptr && no->dra ? DraChargedUnits(*no, pod.node_name, pod.uid)
+        no != nullptr && no->dra ? DraChargedUnits(*no, pod.node_name, pod.uid, dra_claim)
                                  : std::vector<int32_t>();
     if (real.size() != need || real == existing->assignment.units) return;
   }
   if (existing != nullptr) Release(id);
   if (project == kNoProject) project = InternProject(ProjectOfNamespace(pod.namespace_name));
 
-  record(ChargedUnits(pod.node_name, request.offering, need, project, pod.uid),
+  record(ChargedUnits(pod.node_name, request.offering, need, project, pod.uid, dra_claim),
          HoldingSource::kCharged);
 }
 
@@ -301,7 +308,8 @@ void ClusterState::ApplyPod(const PodObject& pod) {
 // stay full until the facts clear up, instead of being handed out twice.
 Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId offering_id,
                                       size_t need, ProjectId project,
-                                      absl::string_view pod_uid) const {
+                                      absl::string_view pod_uid,
+                                      absl::string_view claim_key) const {
   const Offering& offering = catalog_->Get(offering_id);
   Assignment a;
   a.node = node_name;
@@ -311,7 +319,7 @@ Assignment ClusterState::ChargedUnits(const std::string& node_name, OfferingId o
   int32_t replicas = offering.shared() ? std::max(1, offering.replicas) : 1;
   if (no != nullptr && no->dra) {
     // DRA: the allocator's claim says which devices the pod got; charge exactly those.
-    std::vector<int32_t> real = DraChargedUnits(*no, node_name, pod_uid);
+    std::vector<int32_t> real = DraChargedUnits(*no, node_name, pod_uid, claim_key);
     if (real.size() == need) {
       a.units = std::move(real);
       // One share of a shared device: the claim holds one allocation of it (no capacity

@@ -57,6 +57,7 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.key = claim.key;
   rec.uid = claim.uid;
   rec.namespace_name = claim.namespace_name;
+  rec.dra_claim = claim.dra_claim;
   rec.project = InternProject(project_name);
   rec.assignment = a;
   rec.source = source;

@@ -622,6 +622,28 @@ TEST(HostileObjectTest, UidRules) {
   EXPECT_THAT(UidProblem(std::string("a\x7f", 2)), HasSubstr("control character"));
 }
 
+// The DRA fact sheet's pod: its status names the extended-resource claim PreBind made. The
+// name is a hint (PodObject::extended_resource_claim): an unreadable one is dropped, never a
+// reason to refuse the pod.
+TEST(RealBodiesTest, PodStatusNamesItsExtendedResourceClaim) {
+  absl::StatusOr<PodObject> pod = PodFromJson(Protocol("dra/pod-with-extended-resource-claim-status.json"));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->extended_resource_claim, "cuda-infer-7d9f8b6c5-x2lqp-extended-resources-k7m2q");
+  for (const char* bad : {R"(7)", R"({"resourceClaimName":7})", R"({"resourceClaimName":""})",
+                          R"({"resourceClaimName":"a/b"})", R"({"resourceClaimName":"a\u0001"})"}) {
+    absl::StatusOr<PodObject> p = PodFromJson(absl::StrCat(
+        R"({"metadata":{"name":"p","namespace":"n"},"status":{"extendedResourceClaimStatus":)", bad,
+        "}}"));
+    ASSERT_TRUE(p.ok()) << bad << ": " << p.status();
+    EXPECT_EQ(p->extended_resource_claim, "") << bad;
+  }
+  absl::StatusOr<PodObject> longer = PodFromJson(absl::StrCat(
+      R"({"metadata":{"name":"p","namespace":"n"},"status":{"extendedResourceClaimStatus":)",
+      R"({"resourceClaimName":")", std::string(kMaxNameBytes + 1, 'c'), R"("}}})"));
+  ASSERT_TRUE(longer.ok());
+  EXPECT_EQ(longer->extended_resource_claim, "");
+}
+
 // KEP-5504's rule: positive decimal integers without leading zeros, any length; anything else
 // (an older server's opaque value, "0", signs, spaces) gives no order.
 TEST(ResourceVersionTest, ComparesAsIntegersOfAnyLengthAndRefusesWhatIsNotOne) {

@@ -14,6 +14,7 @@
 #include "scoring/decision_core.h"
 #include "scoring/feasibility.h"
 #include "scoring/policies.h"
+#include "state/assignment.h"
 #include "state/catalog.h"
 #include "state/cluster_state.h"
 #include "state/dra_objects.h"
@@ -456,6 +457,51 @@ TEST_F(PlacementDraTest, BindVerifiesTheClaimReadFromTheApiWhenTheMirrorHasNotSh
   });
   ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
   EXPECT_EQ(reads, 0);
+}
+
+// A lagging claim watch delivers a failed attempt's claim of the pod (allocated on team-a's
+// gpu-0, bind refused it) after the retry was bound from the claim read on gpu-1. The pod
+// holds what its own claim says, never the stale one's devices: the mirror must not move it
+// onto team-a's device, even for the moment before the stale claim is deleted.
+TEST_F(PlacementDraTest, AFailedAttemptsClaimArrivingLateDoesNotMoveTheBoundPod) {
+  SharedCluster();
+  Bound("team-a", "a1", "gpu-0");
+  const std::string fresh = "team-b/b1-extended-resources-new";
+  ReserveDecision d = Bind("team-b", "b1", fresh, [] {
+    DraResourceClaim c = DecodeDra(ClaimJson("team-b", "b1", kNode, "gpu-1",
+                                             "gpu-shared.nvidia.com", true, "new"))
+                             .resource_claims.at(0);
+    c.resource_version = "20";
+    return c;
+  });
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  ASSERT_THAT(d.assignment->units, ElementsAre(1));
+  const std::string id = PodIdOf("uid-b1", "team-b/b1");
+  mirror_.Write([&](ClusterState& s) { ASSERT_TRUE(s.Confirm(id).ok()); });
+  auto units = [&] {
+    return mirror_.Read([&](const ClusterState& s) { return s.FindPodById(id)->assignment.units; });
+  };
+  auto clean = [&] { return mirror_.Read([](const ClusterState& s) { return s.Audit().problems; }); };
+  // The watch catches up in order: the old claim (allocated), its deletion, the new claim,
+  // then the pod bound with our annotation and its status naming the new claim.
+  ClaimWithSuffix("team-b", "b1", "gpu-0", "old");
+  EXPECT_THAT(units(), ElementsAre(1));
+  EXPECT_THAT(clean(), IsEmpty());
+  mirror_.Write([](ClusterState& s) { s.RemoveResourceClaim("team-b/b1-extended-resources-old"); });
+  ClaimWithSuffix("team-b", "b1", "gpu-1", "new");
+  EXPECT_THAT(units(), ElementsAre(1));
+  PodObject bound = Pod("team-b", "b1", kShared, kNode);
+  bound.extended_resource_claim = "b1-extended-resources-new";
+  bound.annotations = mirror_.Read([&](const ClusterState& s) {
+    return AssignmentAnnotations(*d.assignment, s.catalog(), "team-b");
+  });
+  mirror_.Write([&](ClusterState& s) { s.ApplyPod(bound); });
+  EXPECT_THAT(units(), ElementsAre(1));
+  EXPECT_THAT(clean(), IsEmpty());
+  // The same late claim with a pod whose status names its claim (after a restart, say).
+  ClaimWithSuffix("team-b", "b1", "gpu-0", "old");
+  EXPECT_THAT(units(), ElementsAre(1));
+  EXPECT_THAT(clean(), IsEmpty());
 }
 
 TEST_F(PlacementDraTest, AClaimReadFromTheApiThatIsNotThePodsOrFailedIsRefused) {
