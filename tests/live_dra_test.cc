@@ -586,8 +586,8 @@ TEST_F(LiveDraTest, BindReadsTheClaimWhileTheClaimWatchLagsAndStillRefusesSharin
 // prediction is then sometimes wrong, and bind must refuse), and Binding POSTs and claim reads
 // fail now and then (before or after the POST commits). Whatever the interleaving: no
 // shared device holds two projects, no exclusive device two pods, every bound pod's
-// annotation names its claim's device, quotas hold, and once the watches catch up the
-// mirror's audit is clean.
+// annotation names its claim's device, and once the watches catch up the mirror's audit is
+// clean. (Quotas are the mixed-cluster test's: no project here asks more than its quota.)
 TEST_F(LiveDraTest, ConcurrentBindsWhileTheWatchesLagNeverHandAUnitOutTwice) {
   auto e = StartLiveExtender(TestOptions(kubeconfig_));
   ASSERT_NE(e, nullptr);
