@@ -111,6 +111,9 @@ class ApiPodSourceTest : public ::testing::Test {
     auto source = std::make_unique<ApiPodSource>(client_.get(), o);
     source->Start();
     EXPECT_TRUE(source->WaitForSync(absl::Seconds(20)));
+    // The watch must be open on the server before a test drops or delays it: a watch request
+    // still on its way would miss both and deliver the very events the test hides.
+    EXPECT_TRUE(Eventually([&] { return fake_.open_watches("pods") >= 1; }, absl::Seconds(20)));
     return source;
   }
 

@@ -333,6 +333,10 @@ TEST_F(ApiBinderTest, TooManyRequestsIsRetriedAfterTheServersRetryAfter) {
     FakeApiServer::Options o;
     o.write_qps = 0.5;
     o.write_burst = 1;
+    // The binder waits Retry-After (1 s) between POSTs, as long as the server's default
+    // keep-alive: its next POST could meet a connection the server is closing, a transport
+    // error that is not a 429. kube-apiserver keeps idle connections far longer.
+    o.keep_alive_seconds = 5;
     return o;
   }());
   ASSERT_TRUE(limited.Start().ok());

@@ -329,7 +329,7 @@ absl::Status FakeApiServer::Start() {
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server_->set_tcp_nodelay(true);
   server_->set_keep_alive_max_count(100000);
-  server_->set_keep_alive_timeout(1);  // Stop() waits for idle keep-alive connections this long
+  server_->set_keep_alive_timeout(options_.keep_alive_seconds);
   server_->set_read_timeout(10, 0);
   server_->set_write_timeout(10, 0);
 

@@ -119,6 +119,10 @@ class FakeApiServer {
     // Discovery GET /apis/resource.k8s.io/v1 answers its APIResourceList; false: 404, as a
     // server that does not serve the group version (before 1.34).
     bool serve_dra = true;
+    // Seconds an idle keep-alive connection stays open (Stop() waits this long for them). A
+    // client that reuses a connection just as the server closes it sees a transport error,
+    // so a test whose client idles for about this long between requests raises it.
+    int keep_alive_seconds = 1;
   };
 
   // A fault applies to the next `times` requests that match (times < 0: all).
