@@ -438,14 +438,23 @@ FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offerin
     case DraPick::kUnits:
       break;
   }
+  std::vector<const Unit*> picked;
   for (const int32_t i : pick->units) {
-    if (static_cast<size_t>(i) >= no->units.size()) continue;
-    const Unit& unit = no->units[static_cast<size_t>(i)];
-    // A user-made claim's device (Unit::user_claimed), or holders of another project or of
-    // several (owner kNoProject with holders).
-    if (unit.user_claimed || (!unit.Empty() && unit.owner != project)) {
-      return FitReason::kDraDeviceOfOtherProject;
-    }
+    if (static_cast<size_t>(i) < no->units.size()) picked.push_back(&no->units[static_cast<size_t>(i)]);
+  }
+  // A user-made claim's device (Unit::user_claimed).
+  for (const Unit* unit : picked) {
+    if (unit->user_claimed) return FitReason::kDraDeviceOfOtherProject;
+  }
+  // The device the allocator picks (free in the API) has no room in the mirror: a bound pod
+  // whose claim was deleted (kube-scheduler's Unreserve after an unknown bind) still holds
+  // it. Bind would refuse every retry on this node.
+  for (const Unit* unit : picked) {
+    if (unit->Free() < 1) return FitReason::kNoFreeUnit;
+  }
+  // Holders of another project or of several (owner kNoProject with holders).
+  for (const Unit* unit : picked) {
+    if (!unit->Empty() && unit->owner != project) return FitReason::kDraDeviceOfOtherProject;
   }
   return FitReason::kFits;
 }
@@ -509,11 +518,10 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
   // The rows tell most verdicts (RoomFromRow); the node itself is read only when they cannot.
   const RoomRow* rows = state.RoomRows(offering.id);
   std::vector<bool> via_owned(nodes.size(), false);
-  // DRA mode: a shared offering's passing DRA nodes are checked against the allocator's
-  // predicted pick, from the room row (DraRowVerdict) unless only the node can tell
-  // (DraPredictedVerdict: no pick kept, or no prediction and why). Without DRA mode nothing
-  // more is read per node.
-  const bool dra_shared = state.options().dra && offering.shared();
+  // DRA mode: passing DRA nodes are checked against the allocator's predicted pick, from the
+  // room row (DraRowVerdict) unless only the node can tell (DraPredictedVerdict: no pick
+  // kept, or no prediction and why). Without DRA mode nothing more is read per node.
+  const bool dra_mode = state.options().dra;
   bool owned_on_candidate = false;
   bool any_fits = false;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -528,7 +536,7 @@ FilterOutcome FilterNodes(const ClusterState& state, const PodRequest& request,
     } else {
       v = Assess(state, request, project, nodes[i], Evictions{}, &headroom);
     }
-    if (dra_shared && v.reason == FitReason::kFits && row.dra != kDraRowNone) {
+    if (dra_mode && v.reason == FitReason::kFits && row.dra != kDraRowNone) {
       if (row.dra == kDraRowReadNode) {
         std::string why;
         v.reason = DraPredictedVerdict(state, offering, project, nodes[i], &why);

@@ -77,9 +77,11 @@ using Evictions = absl::flat_hash_set<std::string>;
 NodeFit CheckNode(const ClusterState& state, const PodRequest& request, const NodeState* node,
                   const Evictions& evicted = {});
 
-// DRA mode, for a shared offering on a DRA node (NodeOffering::dra): kDraDeviceOfOtherProject
-// when the allocator's predicted first fit (one device) holds another project's pods or a
-// user-made claim; kNoFreeUnit when the model predicts no device fits; kFits otherwise, and
+// DRA mode, for an offering on a DRA node (NodeOffering::dra): kDraDeviceOfOtherProject when
+// the allocator's predicted first fit (one device) is a user-made claim's; kNoFreeUnit when
+// the model predicts no device fits, or the predicted device has no room in the mirror (a
+// bound pod whose claim was deleted still holds it); kDraDeviceOfOtherProject when it holds
+// another project's pods (restricted sharing, shared offerings); kFits otherwise, and
 // where the walk cannot be predicted (bind verifies the device then), with the reason in
 // `no_prediction` (when given; left alone otherwise). FilterNodes applies it to the nodes
 // that pass.

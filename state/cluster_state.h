@@ -184,7 +184,7 @@ inline constexpr int32_t kDraRowNone = -2;      // not DRA-backed: nothing to ch
 inline constexpr int32_t kDraRowReadNode = -3;  // no pick kept, or no prediction: read the node
 inline constexpr int32_t kDraRowFree = -4;      // the predicted units hold nobody
 inline constexpr int32_t kDraRowTaken = -5;     // a user-made claim, or several owners, hold them
-inline constexpr int32_t kDraRowNoDevice = -6;  // the model predicts that no device fits
+inline constexpr int32_t kDraRowNoDevice = -6;  // no device fits, or the pick has no room
 
 // What a filter reads of one (node, offering) when nothing is evicted, and what the policies
 // grade an exclusive or time-sliced placement by, packed into a dense table per offering with
@@ -220,7 +220,7 @@ struct RoomRow {
   }
 };
 
-// The DRA allocator's predicted pick for one device of a DRA-backed shared offering on one
+// The DRA allocator's predicted pick for one device of a DRA-backed offering on one
 // node (DraState::PredictExtendedResourcePick, sorted walk, count 1), in the node offering's
 // terms: filter checks it on every DRA candidate (DraPredictedVerdict), so it is derived with
 // the units instead of walking the node's slices and claims per request.

@@ -101,7 +101,7 @@ struct DerivedOffering {
   std::vector<DraUnit> dra_units;
   std::vector<bool> dra_user_claimed;
   std::string dra_problem;
-  // Shared DRA-backed offerings: the allocator's pick for one device (NodeOffering::dra_pick).
+  // DRA-backed offerings: the allocator's pick for one device (NodeOffering::dra_pick).
   bool dra_predicted = false;
   DraPrediction dra_prediction;
 };
@@ -286,12 +286,10 @@ DerivedOffering DeriveDraOffering(const Offering& offering, const DraDeviceClass
       if (o.dra_units[i].id == h.device) o.dra_user_claimed[i] = true;
     }
   }
-  if (offering.shared()) {
-    // What filter checks on every candidate (DraPredictedVerdict), predicted here once per
-    // change of the node's DRA objects rather than once per request.
-    o.dra_predicted = true;
-    o.dra_prediction = dra.PredictExtendedResourcePick(cls.name, node.name, 1, DraPredictOptions{});
-  }
+  // What filter checks on every candidate (DraPredictedVerdict), predicted here once per
+  // change of the node's DRA objects rather than once per request.
+  o.dra_predicted = true;
+  o.dra_prediction = dra.PredictExtendedResourcePick(cls.name, node.name, 1, DraPredictOptions{});
   return o;
 }
 

@@ -107,20 +107,27 @@ int32_t DraRowOf(const NodeOffering& no) {
   }
   // As DraPredictedVerdict reads the units: taken by a user-made claim for anyone; by holders
   // for every project but their owner (kNoProject with holders of several: the one owner
-  // kNoProject, as the unit says).
+  // kNoProject, as the unit says); no room in the mirror for anyone.
+  // In that order of precedence, as DraPredictedVerdict.
   int32_t owner = kDraRowFree;
+  bool full = false;
+  bool several = false;
   for (const int32_t i : no.dra_pick.units) {
     if (static_cast<size_t>(i) >= no.units.size()) continue;
     const Unit& unit = no.units[static_cast<size_t>(i)];
     if (unit.user_claimed) return kDraRowTaken;
+    // Full while the allocator would still pick it: its claims free it in the API, but the
+    // mirror holds it (a bound pod whose claim kube-scheduler's Unreserve deleted).
+    full = full || unit.Free() < 1;
     if (unit.Empty()) continue;
     if (owner == kDraRowFree) {
       owner = unit.owner;
     } else if (owner != unit.owner) {
-      return kDraRowTaken;
+      several = true;
     }
   }
-  return owner;
+  if (full) return kDraRowNoDevice;
+  return several ? kDraRowTaken : owner;
 }
 
 uint32_t ClusterState::AllocateSlot() {

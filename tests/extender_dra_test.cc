@@ -173,12 +173,13 @@ TEST_F(ExtenderDraTest, FilterLineSaysWhichSharedNodePassedWithoutAPrediction) {
 }
 
 TEST_F(ExtenderDraTest, NothingToSayOrLogOffWritesNoFilterLine) {
-  // An exclusive offering is never predicted: only drift, and only where a DRA node passed.
+  // An exclusive offering's pick is predicted too (filter checks that the mirror has room on
+  // it): an unpredictable node is noted as for a shared one, with the drift.
   AddSelectorSlice();
   ASSERT_EQ(service_->Filter(FilterBody(PodJson("team-a", "x1", "uid-x1", kMig))).status, 200);
   std::vector<std::string> lines = lines_.Take();
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_THAT(Notes(Json(lines[0])), Not(Contains(HasSubstr("no prediction"))));
+  EXPECT_THAT(Notes(Json(lines[0])), Contains(HasSubstr("gpu-node-a: no prediction")));
   EXPECT_THAT(Notes(Json(lines[0])), Contains(StartsWith("catalog drift: ")));
   // A pod of no catalog resource, or no DRA node among the passing ones: no line.
   ASSERT_EQ(service_->Filter(FilterBody(PodJson("team-a", "c1", "uid-c1", "cpu"))).status, 200);

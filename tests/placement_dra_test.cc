@@ -595,5 +595,92 @@ TEST_F(PlacementDraTest, QuotaInUnitsHoldsOnDraNodes) {
   EXPECT_THAT(std::string(d.assignment.status().message()), HasSubstr("quota"));
 }
 
+// kube-scheduler's Unreserve deletes the extended-resource claim whenever our bind answers an
+// error, including "binding outcome unknown" when the Binding did commit: the pod is then
+// bound without its claim, and the API shows its device free. The pod's annotation still
+// names the device it was verified on; the mirror keeps it held (kubelet may yet run the pod
+// on it) until the pod ends, so no other project is predicted onto it or bound next to it.
+TEST_F(PlacementDraTest, ABoundPodWhoseClaimWasDeletedKeepsItsSharedDeviceUntilItEnds) {
+  SharedCluster();
+  Claim("team-a", "a1", "gpu-0");
+  const ReserveDecision d = Bind("team-a", "a1", "team-a/a1-extended-resources-x");
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  PodObject bound = Pod("team-a", "a1", kShared, kNode);
+  bound.extended_resource_claim = "a1-extended-resources-x";
+  bound.annotations = mirror_.Read([&](const ClusterState& s) {
+    return AssignmentAnnotations(*d.assignment, s.catalog(), "team-a");
+  });
+  mirror_.Write([&](ClusterState& s) {
+    s.RemoveResourceClaim("team-a/a1-extended-resources-x");
+    s.ApplyPod(bound);
+  });
+  const std::string id = PodIdOf("uid-a1", "team-a/a1");
+  EXPECT_THAT(mirror_.Read([&](const ClusterState& s) { return s.FindPodById(id)->assignment.units; }),
+              ElementsAre(0));
+  // The allocator sees gpu-0 free and would pick it: team-b is kept off the node, and a
+  // claim it got there anyway is refused.
+  EXPECT_EQ(FilterOn("team-b", "b1", kNode), FitReason::kDraDeviceOfOtherProject);
+  Claim("team-b", "b1", "gpu-0");
+  ReserveDecision b = Bind("team-b", "b1");
+  ASSERT_FALSE(b.assignment.ok());
+  EXPECT_THAT(std::string(b.assignment.status().message()), HasSubstr("owned by another project"));
+  mirror_.Write([](ClusterState& s) { s.RemoveResourceClaim("team-b/b1-extended-resources-x"); });
+  EXPECT_THAT(mirror_.Read([](const ClusterState& s) { return s.Audit().problems; }), IsEmpty());
+  // The pod ends: the device is free for any project.
+  bound.phase = "Succeeded";
+  mirror_.Write([&](ClusterState& s) { s.ApplyPod(bound); });
+  EXPECT_EQ(FilterOn("team-b", "b1", kNode), FitReason::kFits);
+}
+
+// The same on an exclusive device, where the allocator's pick (gpu-0, free in the API) and
+// the mirror's free unit (gpu-1) differ: the node must not pass filter, or every retry would
+// be allocated gpu-0 and refused at bind while the pod waits on a node it cannot get.
+TEST_F(PlacementDraTest, ABoundPodWhoseClaimWasDeletedKeepsItsExclusiveDeviceAndTheNodeIsNotOffered) {
+  mirror_.Write([&](ClusterState& s) {
+    for (auto& c : DecodeDra(ClassJson("gpu.nvidia.com", kGpu)).device_classes) s.ApplyDeviceClass(c);
+    for (auto& sl : DecodeDra(SliceJson(kNode, {0, 1}, false)).resource_slices) s.ApplyResourceSlice(sl);
+    NodeObject n;
+    n.name = kNode;
+    s.ApplyNode(n);
+  });
+  auto claim = [&](const std::string& ns, const std::string& pod, const std::string& device) {
+    mirror_.Write([&](ClusterState& s) {
+      for (auto& c : DecodeDra(ClaimJson(ns, pod, kNode, device, "gpu.nvidia.com", false)).resource_claims) {
+        s.ApplyResourceClaim(c);
+      }
+    });
+  };
+  auto bind = [&](const std::string& ns, const std::string& pod) {
+    const PodObject p = Pod(ns, pod, kGpu);
+    const DecisionCore::Resolved r = core_.Resolve(p);
+    return core_.Reserve(PodClaim{p.Key(), p.uid, ns, r.request.project}, r.request, kNode,
+                         DraBindClaim{ns + "/" + pod + "-extended-resources-x", absl::ZeroDuration(), nullptr});
+  };
+  auto filter = [&](const std::string& ns, const std::string& pod) {
+    return core_.Filter(Pod(ns, pod, kGpu), {kNode}).verdicts.at(0);
+  };
+  claim("team-a", "a1", "gpu-0");
+  const ReserveDecision d = bind("team-a", "a1");
+  ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
+  PodObject bound = Pod("team-a", "a1", kGpu, kNode);
+  bound.extended_resource_claim = "a1-extended-resources-x";
+  bound.annotations = mirror_.Read([&](const ClusterState& s) {
+    return AssignmentAnnotations(*d.assignment, s.catalog(), "team-a");
+  });
+  mirror_.Write([&](ClusterState& s) {
+    s.RemoveResourceClaim("team-a/a1-extended-resources-x");
+    s.ApplyPod(bound);
+  });
+  EXPECT_EQ(filter("team-b", "b1"), FitReason::kNoFreeUnit);
+  EXPECT_EQ(filter("team-a", "a2"), FitReason::kNoFreeUnit);
+  claim("team-b", "b1", "gpu-0");
+  EXPECT_FALSE(bind("team-b", "b1").assignment.ok());
+  mirror_.Write([](ClusterState& s) { s.RemoveResourceClaim("team-b/b1-extended-resources-x"); });
+  EXPECT_THAT(mirror_.Read([](const ClusterState& s) { return s.Audit().problems; }), IsEmpty());
+  bound.phase = "Succeeded";
+  mirror_.Write([&](ClusterState& s) { s.ApplyPod(bound); });
+  EXPECT_EQ(filter("team-b", "b1"), FitReason::kFits);
+}
+
 }  // namespace
 }  // namespace gse
