@@ -24,6 +24,8 @@ using ::testing::IsEmpty;
 constexpr char kShared[] = "nvidia.com/mig-1g.5gb.shared";
 constexpr char kGpu[] = "nvidia.com/gpu";
 constexpr char kMps[] = "nvidia.com/gpu.mps";
+constexpr char kGpuShared[] = "nvidia.com/gpu.shared";  // DRA node dra-g
+constexpr char kMig[] = "nvidia.com/mig-1g.5gb";        // mig-x, and DRA node dra-m
 
 class ApiAuditTest : public ::testing::Test {
  protected:
@@ -46,6 +48,38 @@ class ApiAuditTest : public ::testing::Test {
     ASSERT_TRUE(fake_.Apply("pods", PodJson(spec)).ok());
   }
 
+  // A pod bound to a DRA node by our bind: unit annotations plus the devices they name
+  // (`device` of the node), and its extended-resource claim allocated `claimed` (pod UID
+  // "uid-<name>"); `claimed` empty: no claim (kube-scheduler deleted it).
+  void BoundOnDra(const std::string& ns, const std::string& name, const std::string& resource,
+                  const std::string& node, int unit, const std::string& device, const std::string& project,
+                  const std::string& claimed, bool terminating = false) {
+    PodSpec spec;
+    spec.namespace_name = ns;
+    spec.name = name;
+    spec.uid = "uid-" + name;
+    spec.requests[resource] = "1";
+    spec.node = node;
+    spec.annotations["gpu.themelio.io/unit"] = absl::StrCat(node, "/", resource, "/", unit);
+    spec.annotations["gpu.themelio.io/amount"] = "1";
+    spec.annotations["gpu.themelio.io/project"] = project;
+    spec.annotations["gpu.themelio.io/dra-devices"] = absl::StrCat("gpu.nvidia.com/", node, "/", device, "=U");
+    ASSERT_TRUE(fake_.Apply("pods", PodJson(spec)).ok());
+    if (!claimed.empty()) Claim(ns, name, node, claimed, terminating);
+  }
+  void Claim(const std::string& ns, const std::string& pod, const std::string& node,
+             const std::string& device, bool terminating = false) {
+    ASSERT_TRUE(fake_.Apply("resourceclaims",
+                            absl::StrCat(R"({"metadata":{"name":")", pod, R"(-extended-resources-x","namespace":")", ns,
+                                         "\"", terminating ? R"(,"deletionTimestamp":"2026-12-01T00:00:00Z")" : "",
+                                         R"(,"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":")", pod,
+                                         R"(","uid":"uid-)", pod, R"(","controller":true}]},)",
+                                         R"("status":{"allocation":{"devices":{"results":[{"request":"r",)",
+                                         R"("driver":"gpu.nvidia.com","pool":")", node, R"(","device":")",
+                                         device, R"("}]}}}})"))
+                    .ok());
+  }
+
   AuditSnapshot Snap() const { return audit_.Snapshot(fake_); }
 
   // Kinds found when `end` is judged as the end of a phase that began at `previous`, with no
@@ -60,7 +94,7 @@ class ApiAuditTest : public ::testing::Test {
 
   FakeApiServer fake_;
   FaultCluster cluster_{&fake_};
-  ApiAudit audit_{FaultCluster::Offerings(), FaultCluster::kProjectLabel};
+  ApiAudit audit_{FaultCluster::Offerings(), FaultCluster::kProjectLabel, FaultCluster::DraNodes()};
 };
 
 TEST_F(ApiAuditTest, AValidPlacementHasNoViolation) {
@@ -86,6 +120,44 @@ TEST_F(ApiAuditTest, AValidPlacementHasNoViolation) {
   EXPECT_EQ(end.facts.quota.count({"gamma", kShared}), 0u);
   EXPECT_EQ(end.facts.units.at({"ts-a", kShared}).units, 3);
   EXPECT_EQ(end.facts.units.at({"ts-a", kShared}).capacity, 4);
+}
+
+// On a DRA node the claims are what the kubelet hands out: the referee reads them, and the
+// annotations must name the claim's devices.
+TEST_F(ApiAuditTest, DraNodesAreJudgedByTheirClaims) {
+  const AuditSnapshot empty = Snap();
+  // Valid: alpha's two pods on gpu-0, beta on gpu-1, an exclusive MIG each; a pod whose claim
+  // was deleted (kube-scheduler's Unreserve after an unknown bind) holds by its annotation.
+  BoundOnDra("alpha", "a1", kGpuShared, "dra-g", 0, "gpu-0", "alpha", "gpu-0");
+  BoundOnDra("lab", "a2", kGpuShared, "dra-g", 0, "gpu-0", "alpha", "gpu-0");
+  BoundOnDra("beta", "b1", kGpuShared, "dra-g", 1, "gpu-1", "beta", "gpu-1");
+  BoundOnDra("gamma", "g1", kMig, "dra-m", 2, "gpu-0-mig-1g5gb-2", "gamma", "gpu-0-mig-1g5gb-2");
+  BoundOnDra("gamma", "g2", kMig, "dra-m", 3, "gpu-0-mig-1g5gb-3", "gamma", "");
+  // A failed attempt's claim (its pod is not bound) and a terminating one count for nothing.
+  Claim("beta", "pending", "dra-g", "gpu-0");
+  BoundOnDra("beta", "b2", kGpuShared, "dra-g", 1, "gpu-1", "beta", "gpu-0", /*terminating=*/true);
+  const AuditSnapshot valid = Snap();
+  EXPECT_THAT(Kinds(empty, valid), IsEmpty());
+  EXPECT_EQ(valid.facts.units.at({"dra-g", kGpuShared}).units, 2);
+  EXPECT_EQ(valid.facts.units.at({"dra-m", kMig}).units, 4);
+  EXPECT_EQ(valid.usage.at({"gamma", kMig}), 2);  // quota in units across node kinds
+
+  // beta's pod annotated gpu-1 whose claim holds alpha's gpu-0; a MIG device allocated twice.
+  BoundOnDra("beta", "b3", kGpuShared, "dra-g", 1, "gpu-1", "beta", "gpu-0");
+  BoundOnDra("alpha", "m1", kMig, "dra-m", 0, "gpu-0-mig-1g5gb-0", "alpha", "gpu-0-mig-1g5gb-2");
+  const std::vector<AuditViolation> v = audit_.Judge(valid, {&valid.facts}, valid, Snap());
+  std::vector<std::string> kinds;
+  for (const AuditViolation& x : v) kinds.push_back(x.kind);
+  EXPECT_THAT(kinds, ::testing::UnorderedElementsAre("I1 DRA capacity", "I2 DRA two projects",
+                                                     "I1 DRA device", "I1 DRA device"));
+  for (const AuditViolation& x : v) {
+    if (x.kind == "I2 DRA two projects") {
+      EXPECT_THAT(x.evidence, HasSubstr("gpu.nvidia.com/dra-g/gpu-0 is shared by projects alpha, beta"));
+    }
+    if (x.kind == "I1 DRA capacity") {
+      EXPECT_THAT(x.evidence, HasSubstr("gpu.nvidia.com/dra-m/gpu-0-mig-1g5gb-2 is allocated to 2 claims"));
+    }
+  }
 }
 
 TEST_F(ApiAuditTest, AnExclusiveUnitWithTwoHoldersIsOverCapacity) {

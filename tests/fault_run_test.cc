@@ -8,6 +8,9 @@
 // watches (a lagging watch cache), pods deleted, completed and recreated under their name (a new
 // UID), namespaces relabelled, quotas lowered and raised, nodes shrinking and growing back,
 // the leader SIGKILLed or SIGTERMed (hand-over) and every replica SIGKILLed and restarted.
+// The cluster is mixed (tests/testing/fault_cluster.h): two of its nodes are DRA nodes
+// (--dra-mode=auto), where the clients play kube-scheduler's DRA allocator, PreBind and
+// Unreserve (testsupport/dra_allocator.h), so every fault above also meets DRA binds.
 //
 // The run is a sequence of phases (tests/testing/fault_plan.h). Each phase: wait until the
 // replicas' watches have caught up, make the phase's changes, schedule every pending pod while
@@ -16,7 +19,9 @@
 // (tests/testing/api_audit.h) reads the API server's objects alone — never the extender — and
 // checks I1 (no unit over capacity, no new holder beyond the node's allocatable units, every
 // bound GPU pod accounted for), I2 (one project per time-sliced unit) and I4 (quota, counting
-// only excess the extender could have refused; and the charged project). I3 (affinity) is
+// only excess the extender could have refused; and the charged project), and on DRA nodes the
+// same from the ResourceClaims of bound pods (a device over capacity or shared by two
+// projects, annotations naming other devices than the claim). I3 (affinity) is
 // not judged: under deletions and failing binds an extra unit can be legitimate, and telling
 // when it is needs the timing of each bind.
 //
@@ -133,6 +138,7 @@ struct Report {
   std::map<std::string, int64_t> violations;  // distinct violations per kind
   std::vector<std::string> violation_texts;
   testing::SchedulerCounters scheduler;
+  std::set<std::string> dra_bound;  // UIDs of pods seen bound on a DRA node at a phase's end
   int phases = 0;
   int64_t barrier_timeouts = 0;
 
@@ -145,7 +151,9 @@ struct Report {
         "[fault run] seed=", seed, " phases=", phases, "\n  scheduler calls: filter ", s.filter,
         ", prioritize ", s.prioritize, ", bind ", s.bind, " (bound ", s.bound, ", bind errors ",
         s.bind_errors, "), unschedulable ", s.unschedulable, ", extender unavailable or erring ",
-        s.extender_errors, "\n  operations: ", join(operations), "\n  faults injected: ",
+        s.extender_errors, "\n  DRA: pods bound on DRA nodes ", dra_bound.size(),
+        ", allocations failed at PreBind ", s.dra_prebind_failed, ", claims unreserved after a failed bind ",
+        s.dra_unreserved, "\n  operations: ", join(operations), "\n  faults injected: ",
         join(faults), "\n  barrier timeouts (phase judged more leniently): ", barrier_timeouts,
         "\n  violations: ", join(violations), "\n");
   }
@@ -156,7 +164,8 @@ class FaultRun {
   explicit FaultRun(RunConfig config)
       : config_(config),
         cluster_(&fake_),
-        audit_(FaultCluster::Offerings(), FaultCluster::kProjectLabel) {}
+        audit_(FaultCluster::Offerings(), FaultCluster::kProjectLabel, FaultCluster::DraNodes()),
+        allocator_(fake_) {}
 
   ~FaultRun() {
     if (clients_) clients_->Join();
@@ -175,7 +184,7 @@ class FaultRun {
             "--leader-elect", "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
             "--leader-elect-retry-period=250ms", absl::StrCat("--bind-timeout=", absl::FormatDuration(kBindTimeout)),
             "--api-timeout=3s", "--watch-timeout=5s", "--resync-period=4s", "--audit-interval=1s",
-            "--api-qps=1000", "--api-burst=1000",
+            "--api-qps=1000", "--api-burst=1000", "--dra-mode=auto",
             absl::StrCat("--decision-log=", DecisionLogLevel())},
         kReplicas);
     if (const char* dir = std::getenv("GSE_CHAOS_LOG_DIR"); dir != nullptr && *dir != '\0') {
@@ -187,7 +196,8 @@ class FaultRun {
                                                       replicas_->StderrTail(0)));
     }
     clients_ = std::make_unique<testing::SchedulerClients>(
-        &fake_, [this] { return replicas_->ReadyPort(); }, FaultCluster::NodeNames(), config_.seed);
+        &fake_, [this] { return replicas_->ReadyPort(); }, FaultCluster::NodeNames(), config_.seed,
+        testing::SchedulerClients::Dra{&fake_, &allocator_, &FaultCluster::IsDraNode});
     previous_ = AuditSnapshot{};
     previous_.facts = audit_.Snapshot(fake_).facts;
     return absl::OkStatus();
@@ -252,6 +262,9 @@ class FaultRun {
     previous_ = end;
     ++report_.phases;
     report_.scheduler = clients_->counters();
+    for (const testing::AuditHolder& h : end.holders) {
+      if (FaultCluster::IsDraNode(h.node)) report_.dra_bound.insert(h.uid);
+    }
     std::printf("[fault run] seed=%llu phase %d done: %zu bound pods, %lld bound so far, %zu violation(s) in all\n",
                 static_cast<unsigned long long>(config_.seed), index, end.bound_uids.size(),
                 static_cast<long long>(report_.scheduler.bound), report_.violation_texts.size());
@@ -266,7 +279,9 @@ class FaultRun {
   // agents' heartbeat Leases. A barrier that counted all watches together (it once waited for
   // 4 per replica while each opens 5) passed with one replica's pod watch still reconnecting,
   // and judged a phase against facts that replica had not seen.
-  static constexpr const char* kWatchedResources[] = {"nodes", "pods", "namespaces", "resourcequotas", "leases"};
+  static constexpr const char* kWatchedResources[] = {"nodes",          "pods",          "namespaces",
+                                                      "resourcequotas", "leases",        "deviceclasses",
+                                                      "resourceslices", "resourceclaims"};
 
   bool EveryReplicaWatches(int alive) const {
     for (const char* resource : kWatchedResources) {
@@ -509,6 +524,7 @@ class FaultRun {
   testing::ScratchDir dir_;
   FaultCluster cluster_;
   ApiAudit audit_;
+  testing::DraTestAllocator allocator_;  // kube-scheduler's DRA part (SchedulerClients)
   std::unique_ptr<testing::ExtenderReplicas> replicas_;
   std::unique_ptr<testing::SchedulerClients> clients_;
   AuditSnapshot previous_;  // at the end of the last phase
@@ -548,6 +564,8 @@ TEST(FaultRunTest, RandomizedFaultsNeverBreakTheInvariantsOnTheApiServer) {
   // The run must have done what it claims: binds through every phase, and each kind of fault
   // actually fired (a fault that never met a request proves nothing).
   EXPECT_GE(report.scheduler.bound, report.phases) << report.Format(config.seed);
+  // DRA nodes were scheduled onto, not only present.
+  EXPECT_GE(report.dra_bound.size(), 1u) << report.Format(config.seed);
   if (report.phases >= testing::kFeaturedKinds) {
     for (ApiFault f : {ApiFault::kLostAnswer, ApiFault::kErrorAfterCommit, ApiFault::kLateCommit,
                        ApiFault::kReadBackFails, ApiFault::kWatchRequestFails, ApiFault::kConflict,

@@ -52,12 +52,20 @@ std::string UnitName(const std::string& node, const std::string& resource, int64
 
 }  // namespace
 
-ApiAudit::ApiAudit(std::vector<AuditOffering> offerings, std::string project_label)
-    : project_label_(std::move(project_label)) {
+ApiAudit::ApiAudit(std::vector<AuditOffering> offerings, std::string project_label,
+                   std::vector<AuditDraNode> dra_nodes)
+    : project_label_(std::move(project_label)), dra_nodes_(std::move(dra_nodes)) {
   for (AuditOffering& o : offerings) {
     std::string name = o.resource;
     offerings_.emplace(std::move(name), std::move(o));
   }
+}
+
+const AuditDraNode* ApiAudit::FindDraNode(const std::string& node) const {
+  for (const AuditDraNode& d : dra_nodes_) {
+    if (d.node == node) return &d;
+  }
+  return nullptr;
 }
 
 const AuditOffering* ApiAudit::Find(const std::string& resource) const {
@@ -98,6 +106,11 @@ AuditFacts ApiAudit::ReadFacts(const FakeApiServer& fake) const {
       u.units = allocatable / u.capacity;
       facts.units[{name, resource}] = u;
     }
+  }
+  // A DRA node's units are the devices its slice publishes (the test says which), however
+  // its allocatable reads.
+  for (const AuditDraNode& d : dra_nodes_) {
+    facts.units[{d.node, d.resource}] = {static_cast<int64_t>(d.devices.size()), d.capacity};
   }
   for (const std::string& text : fake.Objects("namespaces")) {
     rapidjson::Document doc;
@@ -241,7 +254,78 @@ AuditSnapshot ApiAudit::Snapshot(const FakeApiServer& fake) const {
     }
     snap.holders.push_back(std::move(h));
   }
+  ReadDraClaims(fake, snap);
   return snap;
+}
+
+void ApiAudit::ReadDraClaims(const FakeApiServer& fake, AuditSnapshot& snap) const {
+  if (dra_nodes_.empty()) return;
+  std::map<std::string, const PodView*> bound;  // uid -> bound, non-terminal pod
+  const std::vector<PodView> pods = fake.Pods();
+  for (const PodView& p : pods) {
+    if (!p.node.empty() && p.phase != "Succeeded" && p.phase != "Failed") bound[p.uid] = &p;
+  }
+  std::map<std::string, std::set<std::string>> devices_of;  // pod uid -> devices of its live claims
+  for (const std::string& text : fake.Objects("resourceclaims")) {
+    rapidjson::Document doc;
+    doc.Parse(text.c_str());
+    const rapidjson::Value* meta = Member(doc, "metadata");
+    if (meta == nullptr || Member(*meta, "deletionTimestamp") != nullptr) continue;
+    std::string owner;
+    if (const rapidjson::Value* refs = Member(*meta, "ownerReferences"); refs != nullptr && refs->IsArray()) {
+      for (const auto& r : refs->GetArray()) {
+        if (json::Str(r, "kind") == "Pod") owner = json::Str(r, "uid");
+      }
+    }
+    auto pod = bound.find(owner);
+    if (pod == bound.end()) continue;  // an attempt's claim, or a finished pod's
+    const rapidjson::Value* status = Member(doc, "status");
+    const rapidjson::Value* allocation = status != nullptr ? Member(*status, "allocation") : nullptr;
+    const rapidjson::Value* devs = allocation != nullptr ? Member(*allocation, "devices") : nullptr;
+    const rapidjson::Value* results = devs != nullptr ? Member(*devs, "results") : nullptr;
+    if (results == nullptr || !results->IsArray()) continue;
+    const PodView& p = *pod->second;
+    auto project = p.annotations.find(kProject);
+    const std::string ns = p.key.substr(0, p.key.find('/'));
+    auto ns_project = snap.facts.project_of_namespace.find(ns);
+    const std::string who =
+        project != p.annotations.end() ? project->second
+                                         : (ns_project != snap.facts.project_of_namespace.end() ? ns_project->second : ns);
+    for (const auto& r : results->GetArray()) {
+      const std::string device =
+          absl::StrCat(json::Str(r, "driver"), "/", json::Str(r, "pool"), "/", json::Str(r, "device"));
+      devices_of[owner].insert(device);
+      snap.dra_claims[device].push_back(absl::StrCat(p.key, " (uid ", p.uid, ", project ", who, ", claim ",
+                                                     Str(meta, "name"), ")"));
+      snap.dra_projects[device].insert(who);
+    }
+  }
+  // Holders on DRA nodes: their annotations must name their claim's devices, both as
+  // gpu.themelio.io/dra-devices and as unit indices (unit i is the i-th device of the walk).
+  for (const AuditHolder& h : snap.holders) {
+    const AuditDraNode* d = FindDraNode(h.node);
+    if (d == nullptr || d->resource != h.resource) continue;
+    auto real = devices_of.find(h.uid);
+    if (real == devices_of.end()) continue;  // its claim was deleted: the annotation is all there is
+    std::set<std::string> by_index, by_annotation;
+    for (int64_t i : h.units) {
+      by_index.insert(i >= 0 && static_cast<size_t>(i) < d->devices.size() ? d->devices[static_cast<size_t>(i)]
+                                                                          : absl::StrCat("unit ", i));
+    }
+    auto named = h.annotations.find("gpu.themelio.io/dra-devices");
+    if (named != h.annotations.end()) {
+      for (absl::string_view entry : absl::StrSplit(named->second, ',', absl::SkipEmpty())) {
+        by_annotation.insert(std::string(entry.substr(0, entry.find('='))));
+      }
+    }
+    if (by_index != real->second || by_annotation != real->second) {
+      snap.dra_mismatches.emplace_back(
+          h.uid, absl::StrCat(h.key, " (uid ", h.uid, ") on ", h.node, ": its claim allocated {",
+                              absl::StrJoin(real->second, ","), "}, its unit indices name {",
+                              absl::StrJoin(by_index, ","), "}, gpu.themelio.io/dra-devices {",
+                              absl::StrJoin(by_annotation, ","), "}"));
+    }
+  }
 }
 
 void ApiAudit::Note(const std::string& uid_or_key, const std::string& note) {
@@ -337,6 +421,31 @@ std::vector<AuditViolation> ApiAudit::Judge(const AuditSnapshot& previous,
                                     h->key, " was newly bound onto it:", DescribeHolders({h}))});
       }
     }
+  }
+
+  // DRA: the claims are what the kubelet hands out. A device over capacity or shared by two
+  // projects among the claims of bound pods is a violation whoever allocated it: the extender's
+  // bind is the last check before a pod with that claim is bound.
+  for (const auto& [device, claims] : end.dra_claims) {
+    const AuditDraNode* d = nullptr;
+    for (const AuditDraNode& n : dra_nodes_) {
+      if (std::find(n.devices.begin(), n.devices.end(), device) != n.devices.end()) d = &n;
+    }
+    const int64_t capacity = d != nullptr ? d->capacity : 1;
+    if (static_cast<int64_t>(claims.size()) > capacity) {
+      out.push_back({"I1 DRA capacity", absl::StrCat("dra-capacity ", device, " ", claims.size()),
+                     absl::StrCat(device, " is allocated to ", claims.size(), " claims of bound pods, capacity ",
+                                  capacity, ": ", absl::StrJoin(claims, "; "))});
+    }
+    auto projects = end.dra_projects.find(device);
+    if (capacity > 1 && projects != end.dra_projects.end() && projects->second.size() > 1) {
+      out.push_back({"I2 DRA two projects", absl::StrCat("dra-owners ", device, " ", absl::StrJoin(projects->second, ",")),
+                     absl::StrCat(device, " is shared by projects ", absl::StrJoin(projects->second, ", "), ": ",
+                                  absl::StrJoin(claims, "; "))});
+    }
+  }
+  for (const auto& [uid, evidence] : end.dra_mismatches) {
+    out.push_back({"I1 DRA device", absl::StrCat("dra-device ", uid), evidence});
   }
 
   // I4 charged project: the extender charges a new pod to its namespace's project (either

@@ -38,6 +38,16 @@ struct AuditOffering {
                      // otherwise
 };
 
+// A DRA node as the test published it (its ResourceSlice): the devices that serve `resource`,
+// "<driver>/<pool>/<device>" in the slices' walk order (unit i is devices[i]), and the holders
+// (exclusive) or shares (time-sliced) per device.
+struct AuditDraNode {
+  std::string node;
+  std::string resource;
+  std::vector<std::string> devices;
+  int64_t capacity = 1;
+};
+
 // The facts a phase is judged against, read from Node, Namespace and ResourceQuota objects.
 struct AuditFacts {
   struct NodeUnits {
@@ -76,6 +86,13 @@ struct AuditSnapshot {
   std::map<std::pair<std::string, std::string>, int64_t> usage;
   // (project, resource) -> the most tickets of one slice it owns (time-sliced only).
   std::map<std::pair<std::string, std::string>, int64_t> largest_slice;
+  // DRA nodes: per device, the live allocated claims of bound, non-terminal pods (what the
+  // kubelet hands out there), as "<pod key> (project P, claim C)"; and per project.
+  std::map<std::string, std::vector<std::string>> dra_claims;
+  std::map<std::string, std::set<std::string>> dra_projects;
+  // Holders on DRA nodes whose gpu.themelio.io/dra-devices or unit indices disagree with
+  // their live claim's devices: (uid, evidence).
+  std::vector<std::pair<std::string, std::string>> dra_mismatches;
 };
 
 struct AuditViolation {
@@ -88,7 +105,8 @@ struct AuditViolation {
 
 class ApiAudit {
  public:
-  ApiAudit(std::vector<AuditOffering> offerings, std::string project_label);
+  ApiAudit(std::vector<AuditOffering> offerings, std::string project_label,
+           std::vector<AuditDraNode> dra_nodes = {});
 
   // Reads every object the judgement needs from the server's store.
   AuditSnapshot Snapshot(const FakeApiServer& fake) const;
@@ -106,6 +124,10 @@ class ApiAudit {
   //  * I1 unaccounted: a bound GPU pod without a readable claim that matches its request.
   //  * I2 two projects: a time-sliced unit whose holders carry two project annotations.
   //  * I4 charged project: a new holder charged to a project its namespace never had.
+  //  * DRA (from ResourceClaims, the truth on a DRA node): "I1 DRA device" a holder whose
+  //    annotations name other devices than its live claim; "I1 DRA capacity" a device whose
+  //    live claims of bound pods exceed its capacity; "I2 DRA two projects" a shared device
+  //    with live claims of bound pods of two projects.
   //  * I4 quota: see ApiAudit::Judge in api_audit.cc for exactly which excess counts.
   std::vector<AuditViolation> Judge(const AuditSnapshot& previous,
                                     const std::vector<const AuditFacts*>& earlier,
@@ -121,9 +143,13 @@ class ApiAudit {
 
  private:
   AuditFacts ReadFacts(const FakeApiServer& fake) const;
+  // The DRA part of Snapshot: claims of bound pods per device, and holders checked against them.
+  void ReadDraClaims(const FakeApiServer& fake, AuditSnapshot& snap) const;
+  const AuditDraNode* FindDraNode(const std::string& node) const;
 
   std::map<std::string, AuditOffering> offerings_;
   std::string project_label_;
+  std::vector<AuditDraNode> dra_nodes_;
   std::map<std::string, std::vector<std::string>> notes_;
 };
 

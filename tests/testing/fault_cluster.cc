@@ -20,7 +20,11 @@ struct NodeSpec {
   int64_t units;
   int64_t per_unit;  // tickets or shares per unit; 1 for exclusive
   std::map<std::string, std::string> labels;  // GPU feature discovery labels
+  bool dra = false;  // devices from the DRA driver's ResourceSlice, no allocatable
 };
+
+constexpr char kDriver[] = "gpu.nvidia.com";
+constexpr char kSharedClass[] = "gpu-shared.nvidia.com";
 
 const std::vector<NodeSpec>& Nodes() {
   static const auto* nodes = new std::vector<NodeSpec>{
@@ -42,6 +46,8 @@ const std::vector<NodeSpec>& Nodes() {
       {"mps-a", "nvidia.com/gpu.mps", 2, 4,
        {{"nvidia.com/gpu.count", "2"}, {"nvidia.com/gpu.replicas", "4"},
         {"nvidia.com/gpu.sharing-strategy", "mps"}}},
+      {"dra-m", "nvidia.com/mig-1g.5gb", 4, 1, {}, true},
+      {"dra-g", "nvidia.com/gpu.shared", 2, 4, {}, true},
   };
   return *nodes;
 }
@@ -57,7 +63,8 @@ const NodeSpec* FindNode(const std::string& name) {
 const std::map<std::string, std::map<std::string, int64_t>>& InitialQuotas() {
   static const auto* q = new std::map<std::string, std::map<std::string, int64_t>>{
       {"alpha", {{"nvidia.com/mig-1g.5gb.shared", 8}, {"nvidia.com/gpu", 2},
-                 {"nvidia.com/mig-1g.5gb", 2}, {"nvidia.com/gpu.mps", 4}}},
+                 {"nvidia.com/mig-1g.5gb", 2}, {"nvidia.com/gpu.mps", 4},
+                 {"nvidia.com/gpu.shared", 4}}},
       {"beta", {{"nvidia.com/mig-1g.5gb.shared", 8}, {"nvidia.com/gpu", 2},
                 {"nvidia.com/mig-1g.5gb", 1}, {"nvidia.com/gpu.mps", 4}}},
       {"lab", {{"nvidia.com/mig-1g.5gb.shared", 4}, {"nvidia.com/mig-1g.5gb", 1}}}};
@@ -90,9 +97,44 @@ std::string NodeJson(const NodeSpec& spec, int64_t units) {
   for (const char* which : {"capacity", "allocatable"}) {
     rapidjson::Value& r = Obj(doc, doc["status"], which);
     RemovePrefixed(r, "nvidia.com/");
-    SetStr(doc, r, spec.resource, absl::StrCat(units * spec.per_unit));
+    // A DRA node advertises no allocatable for the name: KEP-5004's per-node rule.
+    if (!spec.dra) SetStr(doc, r, spec.resource, absl::StrCat(units * spec.per_unit));
   }
   return Serialize(doc);
+}
+
+// The DRA driver's devices on a DRA node, in its one slice's order.
+std::string DeviceName(const NodeSpec& spec, int64_t i) {
+  return spec.per_unit > 1 ? absl::StrCat("gpu-", i) : absl::StrCat("gpu-0-mig-1g5gb-", i);
+}
+
+std::string SliceJson(const NodeSpec& spec) {
+  std::string devices;
+  for (int64_t i = 0; i < spec.units; ++i) {
+    absl::StrAppend(&devices, i == 0 ? "" : ",", R"({"name":")", DeviceName(spec, i), R"(",)");
+    if (spec.per_unit > 1) {
+      absl::StrAppend(
+          &devices, R"("attributes":{"type":{"string":"gpu"},"uuid":{"string":"GPU-)", spec.name, "-", i,
+          R"("},"productName":{"string":"NVIDIA A100-SXM4-40GB"}},"allowMultipleAllocations":true,)",
+          R"("capacity":{"shares":{"value":")", spec.per_unit,
+          R"(","requestPolicy":{"default":"1","validRange":{"min":"1"}}}}})");
+    } else {
+      absl::StrAppend(
+          &devices, R"("attributes":{"type":{"string":"mig"},"profile":{"string":"1g.5gb"},)",
+          R"("uuid":{"string":"MIG-)", spec.name, "-", i,
+          R"("},"productName":{"string":"NVIDIA A100-SXM4-40GB"}},"capacity":{"multiprocessors":{"value":"14"}}})");
+    }
+  }
+  return absl::StrCat(R"({"metadata":{"name":")", spec.name, R"(-gpu"},"spec":{"driver":")", kDriver,
+                      R"(","pool":{"name":")", spec.name, R"(","generation":1,"resourceSliceCount":1},)",
+                      R"("nodeName":")", spec.name, R"(","devices":[)", devices, "]}}");
+}
+
+std::string SharedClassJson() {
+  return absl::StrCat(
+      R"({"metadata":{"name":")", kSharedClass, R"("},"spec":{"selectors":[{"cel":{"expression":)",
+      R"("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],)",
+      R"("extendedResourceName":"nvidia.com/gpu.shared"}})");
 }
 
 std::string QuotaJson(const std::string& ns, const std::map<std::string, int64_t>& hard) {
@@ -110,8 +152,38 @@ const std::vector<AuditOffering>& FaultCluster::Offerings() {
       {"nvidia.com/gpu", AuditSharing::kExclusive, 1},
       {"nvidia.com/mig-1g.5gb", AuditSharing::kExclusive, 1},
       {"nvidia.com/mig-1g.5gb.shared", AuditSharing::kTimeSliced, 4},
-      {"nvidia.com/gpu.mps", AuditSharing::kMps, 4}};
+      {"nvidia.com/gpu.mps", AuditSharing::kMps, 4},
+      {"nvidia.com/gpu.shared", AuditSharing::kTimeSliced, 4}};
   return *offerings;
+}
+
+const std::vector<std::string>& FaultCluster::DevicePluginNodes() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const NodeSpec& n : Nodes()) {
+      if (!n.dra) v->push_back(n.name);
+    }
+    return v;
+  }();
+  return *names;
+}
+
+bool FaultCluster::IsDraNode(const std::string& node) {
+  const NodeSpec* n = FindNode(node);
+  return n != nullptr && n->dra;
+}
+
+std::vector<AuditDraNode> FaultCluster::DraNodes() {
+  std::vector<AuditDraNode> out;
+  for (const NodeSpec& n : Nodes()) {
+    if (!n.dra) continue;
+    AuditDraNode d{n.name, n.resource, {}, n.per_unit};
+    for (int64_t i = 0; i < n.units; ++i) {
+      d.devices.push_back(absl::StrCat(kDriver, "/", n.name, "/", DeviceName(n, i)));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 const std::vector<std::string>& FaultCluster::NodeNames() {
@@ -171,8 +243,43 @@ absl::Status FaultCluster::Load() {
   for (const auto& [ns, hard] : InitialQuotas()) {
     if (absl::Status s = fake_->Apply("resourcequotas", QuotaJson(ns, hard)); !s.ok()) return s;
   }
+  if (absl::Status s = fake_->ApplyFile("deviceclasses", SharedPath("protocol/dra/deviceclass-mig-1g-extended.json"));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = fake_->Apply("deviceclasses", SharedClassJson()); !s.ok()) return s;
+  for (const NodeSpec& n : Nodes()) {
+    if (!n.dra) continue;
+    if (absl::Status s = fake_->Apply("resourceslices", SliceJson(n)); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
+
+void FaultCluster::DeleteClaimsOf(const std::string& namespace_name, const std::string& uid) {
+  if (uid.empty()) return;
+  for (const std::string& text : fake_->Objects("resourceclaims")) {
+    Doc doc;
+    doc.Parse(text.c_str());
+    const rapidjson::Value* meta = json::Member(doc, "metadata");
+    if (meta == nullptr || json::Str(*meta, "namespace") != namespace_name) continue;
+    const rapidjson::Value* owners = json::Member(*meta, "ownerReferences");
+    bool owned = false;
+    if (owners != nullptr && owners->IsArray()) {
+      for (const auto& o : owners->GetArray()) owned = owned || json::Str(o, "uid") == uid;
+    }
+    if (owned) fake_->Delete("resourceclaims", namespace_name, json::Str(*meta, "name"));
+  }
+}
+
+namespace {
+std::string UidOf(const std::optional<std::string>& pod) {
+  if (!pod) return "";
+  Doc doc;
+  doc.Parse(pod->c_str());
+  const rapidjson::Value* meta = json::Member(doc, "metadata");
+  return meta == nullptr ? "" : json::Str(*meta, "uid");
+}
+}  // namespace
 
 absl::Status FaultCluster::CreatePod(const PodPlan& pod) {
   PodSpec spec;
@@ -184,9 +291,11 @@ absl::Status FaultCluster::CreatePod(const PodPlan& pod) {
 
 absl::Status FaultCluster::DeletePod(const std::string& key) {
   const size_t slash = key.find('/');
-  return fake_->Delete("pods", key.substr(0, slash), key.substr(slash + 1))
-             ? absl::OkStatus()
-             : absl::NotFoundError(key);
+  const std::string ns = key.substr(0, slash);
+  const std::string uid = UidOf(fake_->Get("pods", ns, key.substr(slash + 1)));
+  if (!fake_->Delete("pods", ns, key.substr(slash + 1))) return absl::NotFoundError(key);
+  DeleteClaimsOf(ns, uid);
+  return absl::OkStatus();
 }
 
 absl::Status FaultCluster::RecreatePod(const std::string& key) {
@@ -200,13 +309,18 @@ absl::Status FaultCluster::RecreatePod(const std::string& key) {
   if (meta.HasMember("annotations")) RemovePrefixed(meta["annotations"], "gpu.themelio.io/");
   doc["spec"].RemoveMember("nodeName");
   SetStr(doc, Obj(doc, doc, "status"), "phase", "Pending");
+  doc["status"].RemoveMember("extendedResourceClaimStatus");
   if (absl::Status s = DeletePod(key); !s.ok()) return s;
   return fake_->Apply("pods", Serialize(doc));
 }
 
 absl::Status FaultCluster::CompletePod(const std::string& key) {
   const size_t slash = key.find('/');
-  return fake_->SetPodPhase(key.substr(0, slash), key.substr(slash + 1), "Succeeded");
+  const std::string ns = key.substr(0, slash);
+  const std::string uid = UidOf(fake_->Get("pods", ns, key.substr(slash + 1)));
+  if (absl::Status s = fake_->SetPodPhase(ns, key.substr(slash + 1), "Succeeded"); !s.ok()) return s;
+  DeleteClaimsOf(ns, uid);
+  return absl::OkStatus();
 }
 
 absl::Status FaultCluster::Relabel(const std::string& namespace_name, const std::string& project) {
@@ -227,7 +341,7 @@ absl::Status FaultCluster::SetQuota(const std::string& namespace_name, const std
 
 absl::Status FaultCluster::SetNodeUnits(const std::string& node, int64_t units) {
   const NodeSpec* spec = FindNode(node);
-  if (spec == nullptr) return absl::NotFoundError(node);
+  if (spec == nullptr || spec->dra) return absl::NotFoundError(absl::StrCat(node, ": no device-plugin node"));
   return fake_->Mutate("nodes", "", node, [&](Doc& doc) {
     for (const char* which : {"capacity", "allocatable"}) {
       SetStr(doc, Obj(doc, Obj(doc, doc, "status"), which), spec->resource,

@@ -12,6 +12,14 @@
 //   ts-a    nvidia.com/mig-1g.5gb.shared  3 MIG slices x 4 tickets (time-sliced)
 //   ts-b    nvidia.com/mig-1g.5gb.shared  3 MIG slices x 4 tickets
 //   mps-a   nvidia.com/gpu.mps            2 GPUs x 4 shares (MPS)
+// and two DRA nodes (issue 16, docs/dra.md), where the NVIDIA DRA driver publishes the devices
+// in a ResourceSlice, DeviceClasses map the same extended resource names, and the test
+// allocator (testsupport/dra_allocator.h, driven by SchedulerClients) allocates claims:
+//   dra-m   nvidia.com/mig-1g.5gb         4 MIG devices (exclusive), next to mig-x's
+//   dra-g   nvidia.com/gpu.shared         2 GPUs x 4 shares (consumable capacity)
+// A pod's extended-resource claims go with it: deleting or recreating a pod deletes them (the
+// garbage collector follows their owner reference), and so does completing it (the claim
+// controller releases a finished pod's claim).
 // Namespaces alpha, beta (labelled with their project), gamma (unlabelled: its own project,
 // no quota), lab (project alpha) and shared (project beta) — the last two are relabelled during
 // the run. ResourceQuotas in alpha, beta and lab. A node shrinks by whole units and keeps its
@@ -49,6 +57,12 @@ class FaultCluster {
   static const std::vector<std::string>& ProjectLabelValues();
   // Namespaces with a ResourceQuota ("gpu"), whose hard values the run changes.
   static const std::vector<std::string>& QuotaNamespaces();
+  // Nodes whose allocatable the run shrinks and restores (the device-plugin nodes).
+  static const std::vector<std::string>& DevicePluginNodes();
+  static bool IsDraNode(const std::string& node);
+  // What the referee is told of the DRA nodes: devices in the slices' walk order (the
+  // extender's unit order) and capacity per device.
+  static std::vector<AuditDraNode> DraNodes();
   // Units per node offering at the start, which SetNodeUnits never exceeds.
   static int64_t FullUnits(const std::string& node);
   static std::string ResourceOf(const std::string& node);
@@ -66,6 +80,8 @@ class FaultCluster {
   absl::Status SetQuota(const std::string& namespace_name, const std::string& resource, int64_t hard);
   // allocatable (and capacity) = units x tickets/shares per unit; labels unchanged.
   absl::Status SetNodeUnits(const std::string& node, int64_t units);
+  // The garbage collector: deletes the extended-resource claims whose controller is pod `uid`.
+  void DeleteClaimsOf(const std::string& namespace_name, const std::string& uid);
 
   // Keys (namespace/name), sorted: pods bound and not terminal; pods not bound.
   std::vector<std::string> BoundPods() const;

@@ -36,8 +36,11 @@ PodPlan RandomPod(Draw& d, int phase, int i) {
   p.namespace_name = d.Pick(FaultCluster::Namespaces());
   p.name = absl::StrCat("p", phase, "-", i);
   const int64_t r = d.Between(0, 99);
-  if (r < 45) {
+  if (r < 35) {
     p.resource = "nvidia.com/mig-1g.5gb.shared";
+    p.amount = 1;
+  } else if (r < 45) {
+    p.resource = "nvidia.com/gpu.shared";  // DRA node dra-g only
     p.amount = 1;
   } else if (r < 65) {
     p.resource = "nvidia.com/mig-1g.5gb";
@@ -55,6 +58,7 @@ PodPlan RandomPod(Draw& d, int phase, int i) {
 int64_t QuotaCeiling(const std::string& resource) {
   if (resource == "nvidia.com/mig-1g.5gb.shared") return 12;  // tickets
   if (resource == "nvidia.com/gpu.mps") return 8;              // shares
+  if (resource == "nvidia.com/gpu.shared") return 8;           // tickets
   return 3;                                                    // units
 }
 
@@ -74,7 +78,7 @@ FactChange RandomFact(Draw& d, int kind, bool lower) {
       break;
     }
     case FactChange::kNodeUnits: {
-      f.target = d.Pick(FaultCluster::NodeNames());
+      f.target = d.Pick(FaultCluster::DevicePluginNodes());
       const int64_t full = FaultCluster::FullUnits(f.target);
       f.value = lower || d.Chance(50) ? full - d.Between(1, 2) : full;
       break;

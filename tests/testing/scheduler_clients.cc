@@ -76,8 +76,8 @@ class SchedulerClients::Client {
 };
 
 SchedulerClients::SchedulerClients(const FakeApiServer* fake, Endpoint endpoint,
-                                   std::vector<std::string> nodes, uint64_t seed)
-    : fake_(fake), endpoint_(std::move(endpoint)), nodes_(std::move(nodes)), seed_(seed) {}
+                                   std::vector<std::string> nodes, uint64_t seed, Dra dra)
+    : fake_(fake), endpoint_(std::move(endpoint)), nodes_(std::move(nodes)), seed_(seed), dra_(std::move(dra)) {}
 
 SchedulerClients::~SchedulerClients() { Join(); }
 
@@ -104,6 +104,20 @@ bool SchedulerClients::Running() const {
 SchedulerCounters SchedulerClients::counters() const {
   absl::MutexLock lock(&mu_);
   return counters_;
+}
+
+// Unreserve: the claim's delete-protection finalizer makes it terminating first (one MODIFIED
+// event), then it goes.
+void SchedulerClients::Unreserve(const std::string& ns, const std::string& claim) {
+  if (claim.empty() || dra_.server == nullptr) return;
+  (void)dra_.server->Mutate("resourceclaims", ns, claim, [](rapidjson::Document& d) {
+    rapidjson::Value& meta = d["metadata"];
+    if (!meta.HasMember("deletionTimestamp")) {
+      meta.AddMember("deletionTimestamp", "2026-12-01T00:00:00Z", d.GetAllocator());
+    }
+  });
+  dra_.server->Delete("resourceclaims", ns, claim);
+  Count(&SchedulerCounters::dra_unreserved);
 }
 
 void SchedulerClients::Count(int64_t SchedulerCounters::*field) {
@@ -147,9 +161,20 @@ void SchedulerClients::Work(int index, int max_tries) {
 }
 
 // kube-scheduler's NodeResourcesFit for the pod's extended resources, from the API server's
-// objects (its informer cache): allocatable minus the requests of non-terminal pods bound there.
-std::vector<std::string> SchedulerClients::Candidates(Client& client, const std::string& pod_json) {
-  if (client.rng() % 2 == 0) return nodes_;
+// objects (its informer cache): allocatable minus the requests of non-terminal pods bound there;
+// on DRA nodes the DRA plugin's Filter instead (NodeResourcesFit skips DRA-backed names).
+std::vector<std::string> SchedulerClients::Candidates(Client& client, const std::string& ns,
+                                                      const std::string& name, const std::string& pod_json) {
+  auto dra_fits = [&](const std::string& node) {
+    return dra_.allocator != nullptr && dra_.allocator->Plan(ns, name, node).ok();
+  };
+  if (client.rng() % 2 == 0) {
+    std::vector<std::string> out;
+    for (const std::string& n : nodes_) {
+      if (!IsDraNode(n) || dra_fits(n)) out.push_back(n);
+    }
+    return out;
+  }
   rapidjson::Document pod;
   pod.Parse(pod_json.c_str());
   std::map<std::string, int64_t> wanted;
@@ -183,6 +208,10 @@ std::vector<std::string> SchedulerClients::Candidates(Client& client, const std:
   }
   std::vector<std::string> out;
   for (const std::string& n : nodes_) {
+    if (IsDraNode(n)) {
+      if (dra_fits(n)) out.push_back(n);
+      continue;
+    }
     auto node = free.find(n);
     if (node == free.end()) continue;
     bool fits = true;
@@ -221,7 +250,7 @@ SchedulerClients::Outcome SchedulerClients::Attempt(Client& client, const std::s
     return Outcome::kRetry;
   }
   httplib::Client* http = client.For(port);
-  std::vector<std::string> candidates = Candidates(client, pod_json);
+  std::vector<std::string> candidates = Candidates(client, ns, name, pod_json);
   if (candidates.empty()) {
     Count(&SchedulerCounters::unschedulable);
     return Outcome::kUnschedulable;
@@ -277,6 +306,20 @@ SchedulerClients::Outcome SchedulerClients::Attempt(Client& client, const std::s
   if (best.empty()) best = passing;  // kube-scheduler would still pick among the feasible
   const std::string& chosen = best[client.rng() % best.size()];
 
+  std::string claim;  // the extended-resource claim PreBind wrote (DRA nodes)
+  if (IsDraNode(chosen)) {
+    absl::StatusOr<DraTestAllocator::Outcome> o;
+    {
+      absl::MutexLock lock(&allocate_mu_);
+      o = dra_.allocator->AllocateAndPreBind(ns, name, chosen);
+    }
+    if (!o.ok()) {
+      Count(&SchedulerCounters::dra_prebind_failed);
+      return Outcome::kRetry;
+    }
+    claim = o->claim_name;
+  }
+
   Count(&SchedulerCounters::bind);
   bind_calls_.fetch_add(1);
   rapidjson::Document bd;
@@ -285,10 +328,12 @@ SchedulerClients::Outcome SchedulerClients::Attempt(Client& client, const std::s
                          R"(,"PodUID":)", Quote(uid), R"(,"Node":)", Quote(chosen), "}"),
             &bd)) {
     Count(&SchedulerCounters::extender_errors);
+    Unreserve(ns, claim);
     return Outcome::kRetry;
   }
   if (has_error(bd)) {
     Count(&SchedulerCounters::bind_errors);
+    Unreserve(ns, claim);
     return Outcome::kRetry;
   }
   Count(&SchedulerCounters::bound);
