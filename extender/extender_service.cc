@@ -31,6 +31,7 @@
 #include "scoring/feasibility.h"
 #include "scoring/pod_request.h"
 #include "state/assignment.h"
+#include "state/dra_objects.h"
 #include "state/k8s_objects.h"
 
 namespace gse {
@@ -999,9 +1000,42 @@ VerbResult ExtenderService::Preempt(std::string body) {
 // ---------------------------------------------------------------- debug state
 
 namespace {
+// The node label checks of one node (DRA mode): against the label each DeviceClass names
+// (kDraNodeLabelAnnotation), a DRA-backed offering on a node without its class's label, and a
+// labelled node whose device plugin still advertises a name a labelled class maps (a node
+// half way through a migration: it is served as a device-plugin node).
+std::vector<std::string> DraLabelProblems(const ClusterState& state, const NodeState& node,
+                                          bool* labelled) {
+  std::vector<std::string> out;
+  const NodeObject* object = state.DraNodeObject(node.name);
+  auto carries = [&](const DraDeviceClass& c) {
+    if (object == nullptr || c.node_label_key.empty()) return false;
+    auto it = object->labels.find(c.node_label_key);
+    return it != object->labels.end() && it->second == c.node_label_value;
+  };
+  *labelled = false;
+  for (const DraDeviceClass* c : state.dra().DeviceClasses()) *labelled |= carries(*c);
+  for (const NodeOffering& no : node.offerings) {
+    const std::string& resource = state.catalog().Get(no.offering).resource;
+    const DraDeviceClass* c = state.dra().ClassForResource(resource);
+    if (c == nullptr || c->node_label_key.empty()) continue;
+    const std::string label = absl::StrCat(c->node_label_key, "=", c->node_label_value);
+    const DraNodeKind kind = ClusterState::KindOf(node, no.offering);
+    if (kind == DraNodeKind::kDra && !carries(*c)) {
+      out.push_back(absl::StrCat(resource, " is served from DRA devices, but the node lacks ",
+                                 label, " (DeviceClass ", c->name, ")"));
+    } else if (kind == DraNodeKind::kDevicePlugin && carries(*c)) {
+      out.push_back(absl::StrCat("labelled ", label, ", but the device plugin advertises ", resource,
+                                 ": served as a device-plugin node"));
+    }
+  }
+  return out;
+}
+
 // /debug/state's "dra" object (DRA mode): the mirrored DRA objects' counts, the catalog drift,
-// and each node's kind over the offerings it has: "device-plugin", "dra", "mixed" (some of
-// each: a node in migration) or "none".
+// the classes' node-label annotations that cannot be read, and each node's kind over the
+// offerings it has: "device-plugin", "dra", "mixed" (some of each: a node in migration) or
+// "none", whether it carries a class's node label, and where label and kind disagree.
 void WriteDraDebug(JsonWriter& w, const ClusterState& state,
                    const std::vector<const NodeState*>& nodes) {
   w.Key("dra");
@@ -1015,6 +1049,14 @@ void WriteDraDebug(JsonWriter& w, const ClusterState& state,
   w.Key("drift");
   w.StartArray();
   for (const std::string& line : state.DraDrift()) String(w, line);
+  w.EndArray();
+  w.Key("class_problems");
+  w.StartArray();
+  for (const DraDeviceClass* c : state.dra().DeviceClasses()) {
+    if (!c->node_label_problem.empty()) {
+      String(w, absl::StrCat("DeviceClass ", c->name, ": ", c->node_label_problem));
+    }
+  }
   w.EndArray();
   w.Key("nodes");
   w.StartArray();
@@ -1030,6 +1072,16 @@ void WriteDraDebug(JsonWriter& w, const ClusterState& state,
     String(w, node->name);
     w.Key("kind");
     String(w, dra && plugin ? "mixed" : dra ? "dra" : plugin ? "device-plugin" : "none");
+    bool labelled = false;
+    const std::vector<std::string> problems = DraLabelProblems(state, *node, &labelled);
+    w.Key("labelled");
+    w.Bool(labelled);
+    if (!problems.empty()) {
+      w.Key("label_problems");
+      w.StartArray();
+      for (const std::string& p : problems) String(w, p);
+      w.EndArray();
+    }
     w.EndObject();
   }
   w.EndArray();

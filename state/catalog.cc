@@ -101,8 +101,12 @@ std::string OfferingLabel(size_t index, absl::string_view resource) {
   return absl::StrCat("offerings[", index, "] (", Printable(resource), ")");
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------
 // Kubernetes name rules (k8s.io/apimachinery/pkg/util/validation), ASCII only.
+
+namespace {
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool IsAsciiAlnum(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); }
@@ -143,6 +147,8 @@ std::string NamePartError(absl::string_view s) {
   return "";
 }
 
+}  // namespace
+
 // IsQualifiedName: [<dns subdomain>/]<name part>; used for label keys.
 std::string QualifiedNameError(absl::string_view s) {
   if (s.empty()) return "must not be empty";
@@ -163,6 +169,8 @@ std::string QualifiedNameError(absl::string_view s) {
 
 // IsValidLabelValue: empty, or a name part.
 std::string LabelValueError(absl::string_view s) { return s.empty() ? "" : NamePartError(s); }
+
+namespace {
 
 // A display quantity such as 5Gi, 80Gi, 1.5T: digits, optional fraction, optional suffix.
 bool IsDisplayQuantity(absl::string_view s) {

@@ -87,6 +87,11 @@ std::string ExtendedResourceNameError(absl::string_view name);
 // A MIG profile such as "1g.5gb" or "1g.10gb+me": <n>g.<m>gb with optional +<attr>.
 bool IsValidMigProfile(absl::string_view profile);
 
+// Kubernetes label syntax (k8s.io/apimachinery/pkg/util/validation): "" when `s` is a valid
+// label key (IsQualifiedName) or value (IsValidLabelValue), else why not.
+std::string QualifiedNameError(absl::string_view s);
+std::string LabelValueError(absl::string_view s);
+
 }  // namespace gse
 
 #endif  // GSE_STATE_CATALOG_H_

@@ -553,6 +553,11 @@ class ClusterState {
   // Takes over `dra` as it is (Mirror::ReplaceAll when the relist carried no DRA objects).
   void ReplaceDra(DraState dra);
   const DraState& dra() const { return dra_; }
+  // DRA mode: the node's last Node object, labels included (nullptr otherwise).
+  const NodeObject* DraNodeObject(absl::string_view name) const {
+    auto it = dra_node_objects_.find(name);
+    return it == dra_node_objects_.end() ? nullptr : &it->second;
+  }
   // The node's kind for the offering (KEP-5004's per-node rule as the mirror applied it):
   // kDra for a DRA-backed NodeOffering, kDevicePlugin for one the node advertises, kNone when
   // it offers nothing of it.

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "state/catalog.h"
 #include "state/json_fields.h"
 #include "state/json_reader.h"
 #include "state/k8s_objects.h"
@@ -85,6 +86,7 @@ struct Meta {
   std::string* creation_timestamp = nullptr;
   bool* terminating = nullptr;
   bool* extended_annotation = nullptr;
+  DraDeviceClass* node_label = nullptr;  // DeviceClass: kDraNodeLabelAnnotation
   std::string* owner_pod_name = nullptr;
   std::string* owner_pod_uid = nullptr;
 };
@@ -102,6 +104,40 @@ absl::Status ReadExtendedAnnotation(const Value* v, const Path& path, bool* out)
     *out = Str(member.value) == "true";
   }
   return absl::OkStatus();
+}
+
+// kDraNodeLabelAnnotation of a DeviceClass, leniently (DraDeviceClass::node_label_problem).
+void ReadNodeLabelAnnotation(const Value* v, const Path& path, DraDeviceClass* out) {
+  if (v == nullptr || !v->IsObject()) return;  // annotations of another type: none of ours
+  for (const auto& member : v->GetObject()) {
+    if (Str(member.name) != kDraNodeLabelAnnotation) continue;
+    const Path key_path = path.Key(kDraNodeLabelAnnotation);
+    const std::string where = key_path.Render();
+    if (!member.value.IsString()) {
+      out->node_label_problem = absl::StrCat(where, ": not a string");
+      return;
+    }
+    const absl::string_view text = Str(member.value);
+    const size_t eq = text.find('=');
+    if (eq == absl::string_view::npos) {
+      out->node_label_problem =
+          absl::StrCat(where, ": must be <label key>=<value>, got ", Quote(text));
+      return;
+    }
+    const absl::string_view key = text.substr(0, eq);
+    const absl::string_view value = text.substr(eq + 1);
+    if (std::string err = QualifiedNameError(key); !err.empty()) {
+      out->node_label_problem = absl::StrCat(where, ": label key ", err);
+      return;
+    }
+    if (std::string err = LabelValueError(value); !err.empty()) {
+      out->node_label_problem = absl::StrCat(where, ": label value ", err);
+      return;
+    }
+    out->node_label_key = std::string(key);
+    out->node_label_value = std::string(value);
+    return;
+  }
 }
 
 // The controller ownerReference, when it is a v1 Pod. Other owners are not ours to read.
@@ -182,6 +218,10 @@ absl::Status DecodeMeta(const Value* meta, const Path& object_path, const Meta& 
     const Path p = path.Field("annotations");
     GSE_RETURN_IF_ERROR(ReadExtendedAnnotation(f[6], p, out.extended_annotation));
   }
+  if (out.node_label != nullptr) {
+    const Path p = path.Field("annotations");
+    ReadNodeLabelAnnotation(f[6], p, out.node_label);
+  }
   if (out.owner_pod_uid != nullptr) {
     const Path p = path.Field("ownerReferences");
     GSE_RETURN_IF_ERROR(ReadOwnerPod(f[7], p, out.owner_pod_name, out.owner_pod_uid));
@@ -230,6 +270,7 @@ absl::Status DecodeDeviceClassAt(const Value& value, const Path& path, DraDevice
   meta.uid = &out->uid;
   meta.resource_version = &out->resource_version;
   meta.creation_timestamp = &out->creation_timestamp;
+  meta.node_label = out;
   GSE_RETURN_IF_ERROR(DecodeMeta(sec.metadata, path, meta));
   const Path spec_path = path.Field("spec");
   if (sec.spec == nullptr) return absl::OkStatus();  // a class without selectors takes all

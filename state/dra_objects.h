@@ -45,6 +45,12 @@ inline constexpr size_t kDraMaxRequestMappings = 1024;    // ours: containers x 
 // Annotation that marks the scheduler's extended-resource claim (fact sheet §2).
 inline constexpr absl::string_view kExtendedResourceClaimAnnotation =
     "resource.kubernetes.io/extended-resource-claim";
+// Annotation that `catalog render --what=device-classes` puts on each DeviceClass: the node
+// label ("key=value") that marks the nodes where the DRA driver serves the class's name
+// (kDefaultDraNodeLabel, the NVIDIA DRA driver's kubelet-plugin node label). DRA mode reads it
+// back and reports nodes whose label and kind disagree (/debug/state).
+inline constexpr absl::string_view kDraNodeLabelAnnotation = "gpu.themelio.io/dra-node-label";
+inline constexpr absl::string_view kDefaultDraNodeLabel = "nvidia.com/dra-kubelet-plugin=true";
 // The implicit extended resource name of every DeviceClass: this prefix + the class name.
 inline constexpr absl::string_view kImplicitExtendedResourcePrefix =
     "deviceclass.resource.kubernetes.io/";
@@ -59,6 +65,12 @@ struct DraDeviceClass {
   // class cannot be evaluated and is reported, never guessed.
   int other_selectors = 0;
   std::string extended_resource_name;  // spec.extendedResourceName, "" when absent
+  // kDraNodeLabelAnnotation split at its first '=' (both "" when absent or unusable). Read
+  // leniently: a bad value never costs the class its name mapping; `node_label_problem`
+  // names the field and the reason instead.
+  std::string node_label_key;
+  std::string node_label_value;
+  std::string node_label_problem;
 };
 
 struct DraAttribute {

@@ -480,6 +480,13 @@ void DraState::IndexClasses() {
   }
 }
 
+std::vector<const DraDeviceClass*> DraState::DeviceClasses() const {
+  std::vector<const DraDeviceClass*> out;
+  out.reserve(classes_.size());
+  for (const auto& [name, c] : classes_) out.push_back(&c);
+  return out;
+}
+
 const DraDeviceClass* DraState::ClassForResource(absl::string_view resource) const {
   auto it = resource_classes_.find(resource);
   return it == resource_classes_.end() ? nullptr : DeviceClass(it->second);

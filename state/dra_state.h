@@ -224,6 +224,8 @@ class DraState {
   std::vector<std::string> CheckIndexes() const;
 
   size_t device_class_count() const { return classes_.size(); }
+  // Every mirrored class, by name (/debug/state).
+  std::vector<const DraDeviceClass*> DeviceClasses() const;
   size_t resource_slice_count() const { return slices_.size(); }
   size_t resource_claim_count() const { return claims_.size(); }
 

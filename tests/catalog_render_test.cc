@@ -105,7 +105,12 @@ TEST(CatalogRenderTest, DeviceClassesPublishEveryOfferingWithADeviceClass) {
     EXPECT_EQ(d["spec"]["extendedResourceName"].as<std::string>(), o.resource);
     ASSERT_EQ(d["spec"]["selectors"].size(), 1u);
     EXPECT_EQ(d["spec"]["selectors"][0]["cel"]["expression"].as<std::string>(), DeviceClassCel(o));
+    EXPECT_EQ(d["metadata"]["annotations"]["gpu.themelio.io/dra-node-label"].as<std::string>(),
+              "nvidia.com/dra-kubelet-plugin=true");
   }
+  // The header says how to mark a DRA-capable node.
+  EXPECT_THAT(RenderCatalog(catalog, RenderTarget::kDeviceClasses),
+              HasSubstr("#   kubectl label node <node> nvidia.com/dra-kubelet-plugin=true\n"));
 }
 
 TEST(CatalogRenderTest, CelSelectsDriverTypeProfileAndProduct) {

@@ -45,6 +45,44 @@ TEST(DraObjectsTest, DecodesTheFactSheetDeviceClass) {
   EXPECT_EQ(c.other_selectors, 0);
 }
 
+// The node label a rendered class names (gpu.themelio.io/dra-node-label) is read leniently:
+// a bad value is reported by field and reason, and the class keeps its name mapping.
+TEST(DraObjectsTest, TheClassesNodeLabelAnnotationIsReadLeniently) {
+  auto decode = [](const std::string& annotations) {
+    const std::string json = absl::StrCat(
+        R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"c",)",
+        annotations.empty() ? "" : absl::StrCat(R"("annotations":)", annotations, ","),
+        R"("uid":"u"},"spec":{"extendedResourceName":"nvidia.com/gpu"}})");
+    absl::StatusOr<DraObjectBatch> b = DecodeDraObjects(json);
+    EXPECT_TRUE(b.ok()) << b.status() << json;
+    return b.ok() ? b->device_classes.at(0) : DraDeviceClass{};
+  };
+  DraDeviceClass c = decode(R"({"gpu.themelio.io/dra-node-label":"nvidia.com/dra-kubelet-plugin=true"})");
+  EXPECT_EQ(c.node_label_key, "nvidia.com/dra-kubelet-plugin");
+  EXPECT_EQ(c.node_label_value, "true");
+  EXPECT_EQ(c.node_label_problem, "");
+  c = decode("");
+  EXPECT_EQ(c.node_label_key, "");
+  EXPECT_EQ(c.node_label_problem, "");
+  EXPECT_EQ(decode(R"({"gpu.themelio.io/dra-node-label":"example.com/empty="})").node_label_value, "");
+  const std::pair<std::string, std::string> bad[] = {
+      {R"(7)", "not a string"},
+      {R"("nvidia.com/dra-kubelet-plugin")", "must be <label key>=<value>"},
+      {R"("=true")", "label key must not be empty"},
+      {R"("Bad_Prefix/x=true")", "label key prefix part must be a lowercase DNS subdomain"},
+      {R"("nvidia.com/x=not valid")", "label value must consist of letters"},
+      {absl::StrCat("\"nvidia.com/x=", std::string(64, 'a'), "\""), "label value must be at most 63"},
+  };
+  for (const auto& [value, why] : bad) {
+    c = decode(absl::StrCat(R"({"gpu.themelio.io/dra-node-label":)", value, "}"));
+    EXPECT_THAT(c.node_label_problem,
+                HasSubstr(absl::StrCat(R"(metadata.annotations["gpu.themelio.io/dra-node-label"]: )", why)))
+        << value;
+    EXPECT_EQ(c.node_label_key, "") << value;
+    EXPECT_EQ(c.extended_resource_name, "nvidia.com/gpu") << "the class keeps its name: " << value;
+  }
+}
+
 TEST(DraObjectsTest, DecodesTheFactSheetSliceInArrayOrderWithQualifiedAttributes) {
   absl::StatusOr<DraObjectBatch> batch = DecodeDraObjects(Dra("resourceslice-a100-mig-node.json"));
   ASSERT_TRUE(batch.ok()) << batch.status();

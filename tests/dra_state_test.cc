@@ -436,6 +436,10 @@ TEST(DraStateTest, RenderedDeviceClassesDecodeAreUnderstoodAndShowNoDrift) {
     absl::StatusOr<DraObjectBatch> b = DecodeDraObjects(json);
     ASSERT_TRUE(b.ok()) << b.status() << "\n" << json;
     ASSERT_EQ(b->device_classes.size(), 1u);
+    // The node label DRA-capable nodes carry, named by every class (ADR-0023).
+    EXPECT_EQ(absl::StrCat(b->device_classes[0].node_label_key, "=", b->device_classes[0].node_label_value),
+              kDefaultDraNodeLabel);
+    EXPECT_EQ(b->device_classes[0].node_label_problem, "");
     for (const std::string& cel : b->device_classes[0].cel_selectors) {
       EXPECT_TRUE(DraSelector::Parse(cel).ok()) << cel;
     }

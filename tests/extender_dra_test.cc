@@ -25,6 +25,7 @@ namespace gse {
 namespace {
 
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -223,6 +224,77 @@ TEST_F(ExtenderDraTest, BindLineOnADraNodeSaysTheDrift) {
 }
 
 // /debug/state: a device a user-made claim holds says user_claim, not that it is unhealthy.
+// The node label the classes name (`catalog render` writes it, ADR-0023): /debug/state says
+// which nodes carry it and where label and kind disagree, a node half way through a migration.
+TEST_F(ExtenderDraTest, DebugStateComparesEachNodesLabelWithItsKind) {
+  auto label_classes = [&](const std::string& key, const std::string& value, const std::string& problem) {
+    mirror_.Write([&](ClusterState& s) {
+      std::vector<DraDeviceClass> classes;
+      for (const DraDeviceClass* c : s.dra().DeviceClasses()) classes.push_back(*c);
+      for (DraDeviceClass c : classes) {
+        c.node_label_key = key;
+        c.node_label_value = value;
+        c.node_label_problem = problem;
+        s.ApplyDeviceClass(c);
+      }
+    });
+  };
+  auto node_entry = [&](const std::string& name) {
+    rapidjson::Document state = Json(service_->DebugStateJson());
+    rapidjson::Document out;
+    for (const auto& n : state["dra"]["nodes"].GetArray()) {
+      if (n["node"].GetString() == name) out.CopyFrom(n, out.GetAllocator());
+    }
+    return out;
+  };
+  auto problems = [](const rapidjson::Value& n) {
+    std::vector<std::string> out;
+    if (n.HasMember("label_problems")) {
+      for (const auto& p : n["label_problems"].GetArray()) out.push_back(p.GetString());
+    }
+    return out;
+  };
+  // The fact sheet's classes name no label: nothing to compare.
+  rapidjson::Document n = node_entry(kNode);
+  EXPECT_EQ(std::string(n["kind"].GetString()), "dra");
+  EXPECT_FALSE(n["labelled"].GetBool());
+  EXPECT_THAT(problems(n), IsEmpty());
+
+  label_classes("nvidia.com/dra-kubelet-plugin", "true", "");
+  n = node_entry(kNode);
+  EXPECT_FALSE(n["labelled"].GetBool());
+  EXPECT_THAT(problems(n), Contains(std::string(kMig) +
+                                    " is served from DRA devices, but the node lacks "
+                                    "nvidia.com/dra-kubelet-plugin=true (DeviceClass mig-1g-5gb.nvidia.com)"));
+  mirror_.Write([&](ClusterState& s) {
+    NodeObject node;
+    node.name = kNode;
+    node.labels["nvidia.com/dra-kubelet-plugin"] = "true";
+    s.ApplyNode(node);
+    // Labelled, but its device plugin still runs: the per-node rule makes it a plugin node.
+    NodeObject half;
+    half.name = "half-migrated";
+    half.labels["nvidia.com/dra-kubelet-plugin"] = "true";
+    half.allocatable_milli[kMig] = 2000;
+    s.ApplyNode(half);
+  });
+  n = node_entry(kNode);
+  EXPECT_TRUE(n["labelled"].GetBool());
+  EXPECT_THAT(problems(n), IsEmpty());
+  n = node_entry("half-migrated");
+  EXPECT_EQ(std::string(n["kind"].GetString()), "device-plugin");
+  EXPECT_THAT(problems(n), ElementsAre(absl::StrCat("labelled nvidia.com/dra-kubelet-plugin=true, but the device "
+                                                    "plugin advertises ", kMig, ": served as a device-plugin node")));
+
+  // An annotation that cannot be read is the class's problem, not the nodes'.
+  label_classes("", "", "metadata.annotations[\"gpu.themelio.io/dra-node-label\"]: not a string");
+  rapidjson::Document state = Json(service_->DebugStateJson());
+  ASSERT_EQ(state["dra"]["class_problems"].Size(), 2u);
+  EXPECT_THAT(std::string(state["dra"]["class_problems"][0].GetString()),
+              HasSubstr(": metadata.annotations[\"gpu.themelio.io/dra-node-label\"]: not a string"));
+  EXPECT_THAT(problems(node_entry("half-migrated")), IsEmpty());
+}
+
 TEST_F(ExtenderDraTest, DebugStateShowsAUserClaimApartFromHealth) {
   // The fact sheet's allocation, made by a user: no annotation, no owning pod.
   const std::string user = testing::Edit(

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "state/dra_objects.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gse {
@@ -145,7 +146,14 @@ std::string RenderDeviceClasses(const Catalog& catalog) {
       "NVML name (\"NVIDIA A100-SXM4-40GB\"), whereas the catalog's product is a GPU feature\n"
       "discovery label value in which spaces became '-' (\"NVIDIA-A100-SXM4-40GB\"): each '-' of\n"
       "the product prefix matches ' ' or '-' ('^NVIDIA[ -]A100').\n"
-      "Offerings without a deviceClass in the catalog are left out."));
+      "Offerings without a deviceClass in the catalog are left out.\n\n",
+      "DRA-capable nodes carry the label ", kDefaultDraNodeLabel, ": the NVIDIA DRA driver's\n"
+      "kubelet plugin runs there (its chart's kubeletPlugin.nodeSelector), the device plugin does\n"
+      "not (GPU Operator: nvidia.com/gpu.deploy.device-plugin=false), so the node advertises no\n"
+      "allocatable for these names and kube-scheduler's DRA allocator serves them. Each class\n"
+      "names the label in its ", kDraNodeLabelAnnotation, " annotation; the extender's DRA mode\n"
+      "reads it back and reports nodes whose label and kind disagree in /debug/state.\n"
+      "  kubectl label node <node> ", kDefaultDraNodeLabel));
   absl::flat_hash_map<std::string, const Offering*> published;  // deviceClass -> first offering
   for (const Offering& o : catalog.offerings()) {
     if (o.device_class.empty()) continue;
@@ -184,7 +192,8 @@ std::string RenderDeviceClasses(const Catalog& catalog) {
     }
     absl::StrAppend(
         &out, "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: ",
-        YamlScalar(o.device_class), "\n  labels:\n    ", kPartOfLabel,
+        YamlScalar(o.device_class), "\n  labels:\n    ", kPartOfLabel, "\n  annotations:\n    ",
+        kDraNodeLabelAnnotation, ": ", YamlScalar(kDefaultDraNodeLabel),
         "\nspec:\n  selectors:\n  - cel:\n      expression: ", YamlScalar(DeviceClassCel(o)),
         "\n  extendedResourceName: ", YamlScalar(o.resource), "\n");
   }

@@ -4,7 +4,8 @@
 // formatting), for `gpu-slice-extender catalog render --what=...`:
 //   device-classes      DRA DeviceClass objects (resource.k8s.io/v1), one per offering with a
 //                       deviceClass, spec.extendedResourceName = the offering's resource and a
-//                       CEL selector on the NVIDIA DRA driver's attributes (DeviceClassCel)
+//                       CEL selector on the NVIDIA DRA driver's attributes (DeviceClassCel),
+//                       annotated with the DRA node label (kDraNodeLabelAnnotation)
 //   resource-quotas     one ResourceQuota template "gpu-quota" listing every quota key at "0"
 //   kubeflow            the Kubeflow notebook spawner's GPU vendor list (limitsKey, uiName)
 //   scheduler-extender  the managedResources block of a KubeSchedulerConfiguration extender
