@@ -202,6 +202,22 @@ class PlacementDraTest : public ::testing::Test {
     });
   }
 
+  // Pod ns/pod bound with our annotations for `a` (its status naming claim
+  // <pod>-extended-resources-x), after kube-scheduler's Unreserve deleted that claim: the
+  // watch delivers the deletion, then the bound pod.
+  PodObject BoundWithoutItsClaim(const Assignment& a, const std::string& ns, const std::string& pod,
+                                 const std::string& resource) {
+    PodObject bound = Pod(ns, pod, resource, kNode);
+    bound.extended_resource_claim = pod + "-extended-resources-x";
+    bound.annotations = mirror_.Read(
+        [&](const ClusterState& s) { return AssignmentAnnotations(a, s.catalog(), ns); });
+    mirror_.Write([&](ClusterState& s) {
+      s.RemoveResourceClaim(ns + "/" + bound.extended_resource_claim);
+      s.ApplyPod(bound);
+    });
+    return bound;
+  }
+
   Mirror mirror_;
   std::unique_ptr<PlacementPolicy> policy_;
   DecisionCore core_;
@@ -605,15 +621,7 @@ TEST_F(PlacementDraTest, ABoundPodWhoseClaimWasDeletedKeepsItsSharedDeviceUntilI
   Claim("team-a", "a1", "gpu-0");
   const ReserveDecision d = Bind("team-a", "a1", "team-a/a1-extended-resources-x");
   ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
-  PodObject bound = Pod("team-a", "a1", kShared, kNode);
-  bound.extended_resource_claim = "a1-extended-resources-x";
-  bound.annotations = mirror_.Read([&](const ClusterState& s) {
-    return AssignmentAnnotations(*d.assignment, s.catalog(), "team-a");
-  });
-  mirror_.Write([&](ClusterState& s) {
-    s.RemoveResourceClaim("team-a/a1-extended-resources-x");
-    s.ApplyPod(bound);
-  });
+  PodObject bound = BoundWithoutItsClaim(*d.assignment, "team-a", "a1", kShared);
   const std::string id = PodIdOf("uid-a1", "team-a/a1");
   EXPECT_THAT(mirror_.Read([&](const ClusterState& s) { return s.FindPodById(id)->assignment.units; }),
               ElementsAre(0));
@@ -662,15 +670,7 @@ TEST_F(PlacementDraTest, ABoundPodWhoseClaimWasDeletedKeepsItsExclusiveDeviceAnd
   claim("team-a", "a1", "gpu-0");
   const ReserveDecision d = bind("team-a", "a1");
   ASSERT_TRUE(d.assignment.ok()) << d.assignment.status();
-  PodObject bound = Pod("team-a", "a1", kGpu, kNode);
-  bound.extended_resource_claim = "a1-extended-resources-x";
-  bound.annotations = mirror_.Read([&](const ClusterState& s) {
-    return AssignmentAnnotations(*d.assignment, s.catalog(), "team-a");
-  });
-  mirror_.Write([&](ClusterState& s) {
-    s.RemoveResourceClaim("team-a/a1-extended-resources-x");
-    s.ApplyPod(bound);
-  });
+  PodObject bound = BoundWithoutItsClaim(*d.assignment, "team-a", "a1", kGpu);
   EXPECT_EQ(filter("team-b", "b1"), FitReason::kNoFreeUnit);
   EXPECT_EQ(filter("team-a", "a2"), FitReason::kNoFreeUnit);
   claim("team-b", "b1", "gpu-0");
