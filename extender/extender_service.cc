@@ -1004,8 +1004,9 @@ namespace {
 // (kDraNodeLabelAnnotation), a DRA-backed offering on a node without its class's label, and a
 // labelled node whose device plugin still advertises a name a labelled class maps (a node
 // half way through a migration: it is served as a device-plugin node).
-std::vector<std::string> DraLabelProblems(const ClusterState& state, const NodeState& node,
-                                          bool* labelled) {
+std::vector<std::string> DraLabelProblems(const ClusterState& state,
+                                          const std::vector<const DraDeviceClass*>& classes,
+                                          const NodeState& node, bool* labelled) {
   std::vector<std::string> out;
   const NodeObject* object = state.DraNodeObject(node.name);
   auto carries = [&](const DraDeviceClass& c) {
@@ -1014,7 +1015,7 @@ std::vector<std::string> DraLabelProblems(const ClusterState& state, const NodeS
     return it != object->labels.end() && it->second == c.node_label_value;
   };
   *labelled = false;
-  for (const DraDeviceClass* c : state.dra().DeviceClasses()) *labelled |= carries(*c);
+  for (const DraDeviceClass* c : classes) *labelled |= carries(*c);
   for (const NodeOffering& no : node.offerings) {
     const std::string& resource = state.catalog().Get(no.offering).resource;
     const DraDeviceClass* c = state.dra().ClassForResource(resource);
@@ -1050,9 +1051,10 @@ void WriteDraDebug(JsonWriter& w, const ClusterState& state,
   w.StartArray();
   for (const std::string& line : state.DraDrift()) String(w, line);
   w.EndArray();
+  const std::vector<const DraDeviceClass*> classes = state.dra().DeviceClasses();
   w.Key("class_problems");
   w.StartArray();
-  for (const DraDeviceClass* c : state.dra().DeviceClasses()) {
+  for (const DraDeviceClass* c : classes) {
     if (!c->node_label_problem.empty()) {
       String(w, absl::StrCat("DeviceClass ", c->name, ": ", c->node_label_problem));
     }
@@ -1073,7 +1075,7 @@ void WriteDraDebug(JsonWriter& w, const ClusterState& state,
     w.Key("kind");
     String(w, dra && plugin ? "mixed" : dra ? "dra" : plugin ? "device-plugin" : "none");
     bool labelled = false;
-    const std::vector<std::string> problems = DraLabelProblems(state, *node, &labelled);
+    const std::vector<std::string> problems = DraLabelProblems(state, classes, *node, &labelled);
     w.Key("labelled");
     w.Bool(labelled);
     if (!problems.empty()) {

@@ -438,23 +438,27 @@ FitReason DraPredictedVerdict(const ClusterState& state, const Offering& offerin
     case DraPick::kUnits:
       break;
   }
-  std::vector<const Unit*> picked;
-  for (const int32_t i : pick->units) {
-    if (static_cast<size_t>(i) < no->units.size()) picked.push_back(&no->units[static_cast<size_t>(i)]);
-  }
+  // Whether any predicted unit has `property` (a pick names one device: no list is built on
+  // this per-candidate path).
+  auto any_picked = [&](auto property) {
+    for (const int32_t i : pick->units) {
+      if (static_cast<size_t>(i) < no->units.size() && property(no->units[static_cast<size_t>(i)])) {
+        return true;
+      }
+    }
+    return false;
+  };
   // A user-made claim's device (Unit::user_claimed).
-  for (const Unit* unit : picked) {
-    if (unit->user_claimed) return FitReason::kDraDeviceOfOtherProject;
+  if (any_picked([](const Unit& u) { return u.user_claimed; })) {
+    return FitReason::kDraDeviceOfOtherProject;
   }
   // The device the allocator picks (free in the API) has no room in the mirror: a bound pod
   // whose claim was deleted (kube-scheduler's Unreserve after an unknown bind) still holds
   // it. Bind would refuse every retry on this node.
-  for (const Unit* unit : picked) {
-    if (unit->Free() < 1) return FitReason::kNoFreeUnit;
-  }
+  if (any_picked([](const Unit& u) { return u.Free() < 1; })) return FitReason::kNoFreeUnit;
   // Holders of another project or of several (owner kNoProject with holders).
-  for (const Unit* unit : picked) {
-    if (!unit->Empty() && unit->owner != project) return FitReason::kDraDeviceOfOtherProject;
+  if (any_picked([&](const Unit& u) { return !u.Empty() && u.owner != project; })) {
+    return FitReason::kDraDeviceOfOtherProject;
   }
   return FitReason::kFits;
 }

@@ -131,8 +131,8 @@ TEST_F(ApiAuditTest, DraNodesAreJudgedByTheirClaims) {
   BoundOnDra("alpha", "a1", kGpuShared, "dra-g", 0, "gpu-0", "alpha", "gpu-0");
   BoundOnDra("lab", "a2", kGpuShared, "dra-g", 0, "gpu-0", "alpha", "gpu-0");
   BoundOnDra("beta", "b1", kGpuShared, "dra-g", 1, "gpu-1", "beta", "gpu-1");
-  BoundOnDra("gamma", "g1", kMig, "dra-m", 2, "gpu-0-mig-1g5gb-2", "gamma", "gpu-0-mig-1g5gb-2");
-  BoundOnDra("gamma", "g2", kMig, "dra-m", 3, "gpu-0-mig-1g5gb-3", "gamma", "");
+  BoundOnDra("gamma", "g1", kMig, "dra-m", 2, "gpu-9-mig-1g5gb-19-2", "gamma", "gpu-9-mig-1g5gb-19-2");
+  BoundOnDra("gamma", "g2", kMig, "dra-m", 3, "gpu-9-mig-1g5gb-19-3", "gamma", "");
   // A failed attempt's claim (its pod is not bound) and a terminating one count for nothing.
   Claim("beta", "pending", "dra-g", "gpu-0");
   BoundOnDra("beta", "b2", kGpuShared, "dra-g", 1, "gpu-1", "beta", "gpu-0", /*terminating=*/true);
@@ -144,7 +144,7 @@ TEST_F(ApiAuditTest, DraNodesAreJudgedByTheirClaims) {
 
   // beta's pod annotated gpu-1 whose claim holds alpha's gpu-0; a MIG device allocated twice.
   BoundOnDra("beta", "b3", kGpuShared, "dra-g", 1, "gpu-1", "beta", "gpu-0");
-  BoundOnDra("alpha", "m1", kMig, "dra-m", 0, "gpu-0-mig-1g5gb-0", "alpha", "gpu-0-mig-1g5gb-2");
+  BoundOnDra("alpha", "m1", kMig, "dra-m", 0, "gpu-9-mig-1g5gb-19-0", "alpha", "gpu-9-mig-1g5gb-19-2");
   const std::vector<AuditViolation> v = audit_.Judge(valid, {&valid.facts}, valid, Snap());
   std::vector<std::string> kinds;
   for (const AuditViolation& x : v) kinds.push_back(x.kind);
@@ -155,7 +155,7 @@ TEST_F(ApiAuditTest, DraNodesAreJudgedByTheirClaims) {
       EXPECT_THAT(x.evidence, HasSubstr("gpu.nvidia.com/dra-g/gpu-0 is shared by projects alpha, beta"));
     }
     if (x.kind == "I1 DRA capacity") {
-      EXPECT_THAT(x.evidence, HasSubstr("gpu.nvidia.com/dra-m/gpu-0-mig-1g5gb-2 is allocated to 2 claims"));
+      EXPECT_THAT(x.evidence, HasSubstr("gpu.nvidia.com/dra-m/gpu-9-mig-1g5gb-19-2 is allocated to 2 claims"));
     }
   }
 }

@@ -197,7 +197,7 @@ class FaultRun {
     }
     clients_ = std::make_unique<testing::SchedulerClients>(
         &fake_, [this] { return replicas_->ReadyPort(); }, FaultCluster::NodeNames(), config_.seed,
-        testing::SchedulerClients::Dra{&fake_, &allocator_, &FaultCluster::IsDraNode});
+        testing::SchedulerClients::Dra{&allocator_, &FaultCluster::IsDraNode});
     previous_ = AuditSnapshot{};
     previous_.facts = audit_.Snapshot(fake_).facts;
     return absl::OkStatus();

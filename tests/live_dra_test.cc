@@ -33,6 +33,7 @@
 #include "state/catalog.h"
 #include "state/mirror.h"
 #include "testsupport/dra_allocator.h"
+#include "testsupport/dra_test_objects.h"
 #include "testsupport/fake_apiserver.h"
 #include "testsupport/paths.h"
 #include "tests/testing/eventually.h"
@@ -42,6 +43,10 @@
 namespace gse {
 namespace {
 
+using ::gse::testing::DraGpuDeviceJson;
+using ::gse::testing::DraMigDeviceJson;
+using ::gse::testing::DraSharedGpuClassJson;
+using ::gse::testing::DraSliceJson;
 using ::gse::testing::DraTestAllocator;
 using ::gse::testing::Eventually;
 using ::gse::testing::FakeApiServer;
@@ -59,7 +64,6 @@ using ::testing::IsEmpty;
 
 constexpr char kMig[] = "nvidia.com/mig-1g.5gb";    // exclusive
 constexpr char kShared[] = "nvidia.com/gpu.shared";  // time-sliced, 4 per GPU
-constexpr char kSharedClass[] = "gpu-shared.nvidia.com";
 const std::vector<std::string> kNodes = {"plugin-1", "plugin-2", "dra-1", "dra-2"};
 
 bool IsDraNode(const std::string& node) { return absl::StartsWith(node, "dra-"); }
@@ -69,38 +73,6 @@ std::string NodeJson(const std::string& name, bool plugin) {
       R"({"metadata":{"name":")", name, R"(","labels":{"nvidia.com/gpu.product":"NVIDIA-A100-SXM4-40GB"}},)",
       R"("status":{"allocatable":{"cpu":"64","memory":"256Gi","pods":"110")",
       plugin ? R"(,"nvidia.com/mig-1g.5gb":"2","nvidia.com/gpu.shared":"8")" : "", "}}}");
-}
-
-std::string GpuDevice(const std::string& node, int i) {
-  return absl::StrCat(
-      R"({"name":"gpu-)", i, R"(","attributes":{"type":{"string":"gpu"},"uuid":{"string":"GPU-)",
-      node, "-", i, R"("},"productName":{"string":"NVIDIA A100-SXM4-40GB"}},)",
-      R"("allowMultipleAllocations":true,"capacity":{"shares":{"value":"4",)",
-      R"("requestPolicy":{"default":"1","validRange":{"min":"1"}}}}})");
-}
-
-std::string MigDevice(const std::string& node, int i) {
-  return absl::StrCat(
-      R"({"name":"gpu-9-mig-1g5gb-19-)", i, R"(","attributes":{"type":{"string":"mig"},)",
-      R"("profile":{"string":"1g.5gb"},"uuid":{"string":"MIG-)", node, "-", i,
-      R"("},"productName":{"string":"NVIDIA A100-SXM4-40GB"}},"capacity":{)",
-      R"("multiprocessors":{"value":"14"}}})");
-}
-
-std::string SliceJson(const std::string& node, const std::string& name, int count,
-                      const std::vector<std::string>& devices) {
-  return absl::StrCat(
-      R"({"metadata":{"name":")", name, R"("},"spec":{"driver":"gpu.nvidia.com","pool":{"name":")",
-      node, R"(","generation":1,"resourceSliceCount":)", count, R"(},"nodeName":")", node,
-      R"(","devices":[)", absl::StrJoin(devices, ","), "]}}");
-}
-
-std::string SharedClassJson() {
-  return absl::StrCat(
-      R"({"metadata":{"name":")", kSharedClass, R"(","creationTimestamp":"2026-11-20T08:00:00Z"},)",
-      R"("spec":{"selectors":[{"cel":{"expression":"device.driver == 'gpu.nvidia.com' && )",
-      R"(device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],"extendedResourceName":")",
-      kShared, R"("}})");
 }
 
 // Two device-plugin nodes (2 MIG, 2 GPUs x 4 each) and two DRA nodes: dra-1 one slice (GPU
@@ -120,16 +92,16 @@ void LoadMixedCluster(FakeApiServer& fake) {
                   .ok());
   for (const std::string& n : kNodes) ASSERT_TRUE(fake.Apply("nodes", NodeJson(n, !IsDraNode(n))).ok());
   ASSERT_TRUE(fake.ApplyFile("deviceclasses", SharedPath("protocol/dra/deviceclass-mig-1g-extended.json")).ok());
-  ASSERT_TRUE(fake.Apply("deviceclasses", SharedClassJson()).ok());
+  ASSERT_TRUE(fake.Apply("deviceclasses", DraSharedGpuClassJson()).ok());
   ASSERT_TRUE(fake.Apply("resourceslices",
-                         SliceJson("dra-1", "dra-1-a", 1,
-                                   {GpuDevice("dra-1", 0), MigDevice("dra-1", 0), MigDevice("dra-1", 1)}))
+                         DraSliceJson("dra-1", "dra-1-a", 1,
+                                   {DraGpuDeviceJson("dra-1", 0, 4), DraMigDeviceJson("dra-1", 0), DraMigDeviceJson("dra-1", 1)}))
                   .ok());
   ASSERT_TRUE(fake.Apply("resourceslices",
-                         SliceJson("dra-2", "dra-2-a", 2, {GpuDevice("dra-2", 0), MigDevice("dra-2", 0)}))
+                         DraSliceJson("dra-2", "dra-2-a", 2, {DraGpuDeviceJson("dra-2", 0, 4), DraMigDeviceJson("dra-2", 0)}))
                   .ok());
   ASSERT_TRUE(fake.Apply("resourceslices",
-                         SliceJson("dra-2", "dra-2-b", 2, {GpuDevice("dra-2", 1), MigDevice("dra-2", 1)}))
+                         DraSliceJson("dra-2", "dra-2-b", 2, {DraGpuDeviceJson("dra-2", 1, 4), DraMigDeviceJson("dra-2", 1)}))
                   .ok());
 }
 
@@ -235,20 +207,14 @@ Cycle SchedulingCycle(ExtenderService& service, FakeApiServer& fake, DraTestAllo
 }
 
 // kube-scheduler's binding cycle: our bind, and Unreserve when it fails.
-Attempt BindingCycle(ExtenderService& service, FakeApiServer& fake, Cycle c) {
+Attempt BindingCycle(ExtenderService& service, DraTestAllocator& alloc, Cycle c) {
   if (!c.attempt.error.empty()) return c.attempt;
   VerbResult b = service.Bind(absl::StrCat(R"({"PodName":")", c.name, R"(","PodNamespace":")",
                                            c.ns, R"(","PodUID":")", c.uid, R"(","Node":")",
                                            c.attempt.chosen, R"("})"));
   c.attempt.error = ErrorOf(b.body);
   if (!c.attempt.error.empty() && !c.claim.empty()) {
-    // Unreserve: the claim's delete-protection finalizer makes it terminating first (one
-    // MODIFIED event), then it goes.
-    EXPECT_TRUE(fake.Mutate("resourceclaims", c.ns, c.claim, [](rapidjson::Document& d) {
-                      d["metadata"].AddMember("deletionTimestamp", "2026-12-01T00:00:00Z",
-                                              d.GetAllocator());
-                    }).ok());
-    fake.Delete("resourceclaims", c.ns, c.claim);
+    EXPECT_TRUE(alloc.Unreserve(c.ns, c.claim).ok());
   }
   return c.attempt;
 }
@@ -257,7 +223,7 @@ Attempt BindingCycle(ExtenderService& service, FakeApiServer& fake, Cycle c) {
 Attempt ScheduleOnce(ExtenderService& service, FakeApiServer& fake, DraTestAllocator& alloc,
                      const std::string& ns, const std::string& name,
                      const std::vector<std::string>& candidates) {
-  return BindingCycle(service, fake, SchedulingCycle(service, fake, alloc, ns, name, candidates));
+  return BindingCycle(service, alloc, SchedulingCycle(service, fake, alloc, ns, name, candidates));
 }
 
 // The pod's extended-resource claim's devices ("driver/pool/device"), from the API server.
@@ -690,7 +656,7 @@ TEST_F(LiveDraTest, ConcurrentBindsWhileTheWatchesLagNeverHandAUnitOutTwice) {
     ++tries[key];
     ++in_flight;
     binds.emplace_back([&, key, cycle] {
-      const Attempt a = BindingCycle(*e->service, fake_, cycle);
+      const Attempt a = BindingCycle(*e->service, alloc_, cycle);
       absl::MutexLock lock(&mu);
       --in_flight;
       last_error[key] = a.error;

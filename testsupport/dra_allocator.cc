@@ -529,4 +529,16 @@ absl::StatusOr<DraTestAllocator::Outcome> DraTestAllocator::AllocateAndPreBind(
   return out;
 }
 
+absl::Status DraTestAllocator::Unreserve(absl::string_view ns, absl::string_view claim) {
+  absl::Status s = server_.Mutate("resourceclaims", ns, claim, [](rapidjson::Document& d) {
+    rapidjson::Value& meta = json::Obj(d, d, "metadata");
+    if (!meta.HasMember("deletionTimestamp")) {
+      meta.AddMember("deletionTimestamp", "2026-12-01T00:00:00Z", d.GetAllocator());
+    }
+  });
+  if (!s.ok()) return s;
+  server_.Delete("resourceclaims", ns, claim);
+  return absl::OkStatus();
+}
+
 }  // namespace gse::testing

@@ -75,6 +75,10 @@ class DraTestAllocator {
   absl::StatusOr<Outcome> AllocateAndPreBind(absl::string_view ns, absl::string_view pod,
                                              absl::string_view node);
 
+  // Unreserve after a failed bind: the claim's delete-protection finalizer makes it
+  // terminating first (one MODIFIED event), then it is deleted. NotFound when it is gone.
+  absl::Status Unreserve(absl::string_view ns, absl::string_view claim);
+
  private:
   std::string NextSuffix();
   std::string NextShareId();

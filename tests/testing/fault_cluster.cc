@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rapidjson/document.h"
+#include "testsupport/dra_test_objects.h"
 #include "testsupport/json_edit.h"
 #include "testsupport/paths.h"
 
@@ -23,8 +26,7 @@ struct NodeSpec {
   bool dra = false;  // devices from the DRA driver's ResourceSlice, no allocatable
 };
 
-constexpr char kDriver[] = "gpu.nvidia.com";
-constexpr char kSharedClass[] = "gpu-shared.nvidia.com";
+
 
 const std::vector<NodeSpec>& Nodes() {
   static const auto* nodes = new std::vector<NodeSpec>{
@@ -103,38 +105,19 @@ std::string NodeJson(const NodeSpec& spec, int64_t units) {
   return Serialize(doc);
 }
 
-// The DRA driver's devices on a DRA node, in its one slice's order.
+// The DRA driver's devices on a DRA node, in its one slice's order (unit i is device i).
 std::string DeviceName(const NodeSpec& spec, int64_t i) {
-  return spec.per_unit > 1 ? absl::StrCat("gpu-", i) : absl::StrCat("gpu-0-mig-1g5gb-", i);
+  return spec.per_unit > 1 ? absl::StrCat("gpu-", i) : DraMigDeviceName(static_cast<int>(i));
 }
 
 std::string SliceJson(const NodeSpec& spec) {
-  std::string devices;
-  for (int64_t i = 0; i < spec.units; ++i) {
-    absl::StrAppend(&devices, i == 0 ? "" : ",", R"({"name":")", DeviceName(spec, i), R"(",)");
-    if (spec.per_unit > 1) {
-      absl::StrAppend(
-          &devices, R"("attributes":{"type":{"string":"gpu"},"uuid":{"string":"GPU-)", spec.name, "-", i,
-          R"("},"productName":{"string":"NVIDIA A100-SXM4-40GB"}},"allowMultipleAllocations":true,)",
-          R"("capacity":{"shares":{"value":")", spec.per_unit,
-          R"(","requestPolicy":{"default":"1","validRange":{"min":"1"}}}}})");
-    } else {
-      absl::StrAppend(
-          &devices, R"("attributes":{"type":{"string":"mig"},"profile":{"string":"1g.5gb"},)",
-          R"("uuid":{"string":"MIG-)", spec.name, "-", i,
-          R"("},"productName":{"string":"NVIDIA A100-SXM4-40GB"}},"capacity":{"multiprocessors":{"value":"14"}}})");
-    }
+  std::vector<std::string> devices;
+  for (int i = 0; i < static_cast<int>(spec.units); ++i) {
+    devices.push_back(spec.per_unit > 1
+                          ? DraGpuDeviceJson(spec.name, i, static_cast<int>(spec.per_unit))
+                          : DraMigDeviceJson(spec.name, i));
   }
-  return absl::StrCat(R"({"metadata":{"name":")", spec.name, R"(-gpu"},"spec":{"driver":")", kDriver,
-                      R"(","pool":{"name":")", spec.name, R"(","generation":1,"resourceSliceCount":1},)",
-                      R"("nodeName":")", spec.name, R"(","devices":[)", devices, "]}}");
-}
-
-std::string SharedClassJson() {
-  return absl::StrCat(
-      R"({"metadata":{"name":")", kSharedClass, R"("},"spec":{"selectors":[{"cel":{"expression":)",
-      R"("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],)",
-      R"("extendedResourceName":"nvidia.com/gpu.shared"}})");
+  return DraSliceJson(spec.name, absl::StrCat(spec.name, "-gpu"), 1, devices);
 }
 
 std::string QuotaJson(const std::string& ns, const std::map<std::string, int64_t>& hard) {
@@ -179,7 +162,7 @@ std::vector<AuditDraNode> FaultCluster::DraNodes() {
     if (!n.dra) continue;
     AuditDraNode d{n.name, n.resource, {}, n.per_unit};
     for (int64_t i = 0; i < n.units; ++i) {
-      d.devices.push_back(absl::StrCat(kDriver, "/", n.name, "/", DeviceName(n, i)));
+      d.devices.push_back(absl::StrCat(kDraDriver, "/", n.name, "/", DeviceName(n, i)));
     }
     out.push_back(std::move(d));
   }
@@ -247,7 +230,7 @@ absl::Status FaultCluster::Load() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = fake_->Apply("deviceclasses", SharedClassJson()); !s.ok()) return s;
+  if (absl::Status s = fake_->Apply("deviceclasses", DraSharedGpuClassJson()); !s.ok()) return s;
   for (const NodeSpec& n : Nodes()) {
     if (!n.dra) continue;
     if (absl::Status s = fake_->Apply("resourceslices", SliceJson(n)); !s.ok()) return s;

@@ -106,17 +106,11 @@ SchedulerCounters SchedulerClients::counters() const {
   return counters_;
 }
 
-// Unreserve: the claim's delete-protection finalizer makes it terminating first (one MODIFIED
-// event), then it goes.
+// Unreserve (DraTestAllocator::Unreserve). The claim may be gone already: the pod was
+// deleted meanwhile and its claims with it.
 void SchedulerClients::Unreserve(const std::string& ns, const std::string& claim) {
-  if (claim.empty() || dra_.server == nullptr) return;
-  (void)dra_.server->Mutate("resourceclaims", ns, claim, [](rapidjson::Document& d) {
-    rapidjson::Value& meta = d["metadata"];
-    if (!meta.HasMember("deletionTimestamp")) {
-      meta.AddMember("deletionTimestamp", "2026-12-01T00:00:00Z", d.GetAllocator());
-    }
-  });
-  dra_.server->Delete("resourceclaims", ns, claim);
+  if (claim.empty()) return;
+  (void)dra_.allocator->Unreserve(ns, claim);
   Count(&SchedulerCounters::dra_unreserved);
 }
 

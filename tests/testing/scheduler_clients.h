@@ -59,7 +59,6 @@ struct SchedulerCounters {
 
 // kube-scheduler's DRA part (see above); unset: no DRA node.
 struct SchedulerDra {
-  FakeApiServer* server = nullptr;
   DraTestAllocator* allocator = nullptr;
   std::function<bool(const std::string&)> is_dra_node;
 };
