@@ -444,6 +444,9 @@ absl::StatusOr<Config> LoadConfig() {
   if (!policy.ok()) return policy.status();
   c.policy = *std::move(policy);
   c.score_all_pods = absl::GetFlag(FLAGS_score_all_pods);
+  // The mirror's window of recent host demand (fgd reads it beside the task mix) spans the
+  // same pods as the mix (LoadPolicy checked the value).
+  c.mirror_options.host_demand_half_life_pods = absl::GetFlag(FLAGS_fgd_half_life);
 
   // After the catalog: quota keys are checked against its offerings.
   if (const std::string quota_file = absl::GetFlag(FLAGS_quota_file); !quota_file.empty()) {
@@ -696,7 +699,7 @@ int Run(int argc, char** argv) {
   // fgd's learned task mix as metrics, refreshed with the mirror's.
   std::unique_ptr<TaskMixMetrics> mix_metrics;
   if (const auto* fgd = dynamic_cast<const LearnedFgdPolicy*>(&service.policy())) {
-    mix_metrics = std::make_unique<TaskMixMetrics>(metrics.registry(), &fgd->learner());
+    mix_metrics = std::make_unique<TaskMixMetrics>(metrics.registry(), fgd);
     mix_metrics->Refresh();
   }
 

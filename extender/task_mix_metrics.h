@@ -3,6 +3,8 @@
 //   gse_fgd_task_mix_weight{resource, amount}  share of the mix (the series sum to 1)
 //   gse_fgd_task_mix_cpu_cores{resource, amount}  mean cpu of that class's pods
 //   gse_fgd_task_mix_pods_observed  pods counted so far (each pod once)
+//   gse_fgd_other_host_demand_ratio{resource}  cpu or memory asked by recent pods without a
+//     GPU per unit asked by recent GPU pods, as the policy in use counts them beside each GPU
 // Series are bounded by TaskMixOptions::max_classes; classes that leave the mix are removed.
 // Thread-safe: Refresh() may run concurrently with scrapes (gauges are atomic; the series
 // this class manages are guarded by mu_).
@@ -24,16 +26,18 @@ namespace gse {
 
 class TaskMixMetrics {
  public:
-  // `learner` must outlive this object.
-  TaskMixMetrics(prometheus::Registry& registry, const TaskMixLearner* learner);
+  // `policy` must outlive this object.
+  TaskMixMetrics(prometheus::Registry& registry, const LearnedFgdPolicy* policy);
   void Refresh();
 
  private:
   using LabelKey = std::pair<std::string, std::string>;  // resource, amount
-  const TaskMixLearner* learner_;
+  const LearnedFgdPolicy* policy_;
   prometheus::Family<prometheus::Gauge>& weight_;
   prometheus::Family<prometheus::Gauge>& cpu_;
   prometheus::Gauge* observed_;
+  prometheus::Gauge* other_cpu_;
+  prometheus::Gauge* other_memory_;
 
   absl::Mutex mu_;
   std::map<LabelKey, std::pair<prometheus::Gauge*, prometheus::Gauge*>> series_ ABSL_GUARDED_BY(mu_);

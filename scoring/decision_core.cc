@@ -169,9 +169,11 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
                                     const std::vector<absl::string_view>& names, bool dra_notes) {
   FilterDecision d;
   d.verdicts.assign(names.size(), FitReason::kFits);
+  ClusterState::RecentHostDemand recent;
   mirror_->Read([&](const ClusterState& state) {
     d.request = ResolveOn(state, pod);
     d.offering_label = OfferingLabel(state, d.request);
+    recent = state.recent_host_demand();
     // I6: a pod asking for no catalog resource passes every node, known or not.
     if (!d.request.interested()) return;
     const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
@@ -185,7 +187,7 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
   });
   // Filter sees every pod kube-scheduler considers, fitting or not: what a learning policy
   // learns the expected mix of tasks from.
-  if (d.request.interested() && d.request.unresolvable.empty()) policy_->ObservePending(pod, d.request);
+  if (d.request.interested() && d.request.unresolvable.empty()) policy_->ObservePending(pod, d.request, recent);
   return d;
 }
 

@@ -105,7 +105,8 @@ struct FragmentationModel::Impl {
   std::vector<char> twin_primary;   // 1 when the offering is the exclusive half of a twin
   std::vector<double> size;         // GPU-equivalents per unit, by offering id
   // The mix's host demand per GPU-equivalent it asks for (milli-cpu, memory milli-bytes,
-  // popularity-weighted): what idle GPU capacity needs beside it to be used.
+  // popularity-weighted), with the share of the pods that take no GPU
+  // (FragmentationOptions::other_*): what idle GPU capacity needs beside it to be used.
   double cpu_per_gpu = 0, memory_per_gpu = 0;
   std::vector<Task> tasks;
   HostFreeFn host_free;
@@ -385,6 +386,13 @@ absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
     total += tc.weight;
     impl->tasks.push_back(std::move(t));
   }
+  for (const auto& [field, value] : {std::pair{"other_cpu_per_task_cpu", options.other_cpu_per_task_cpu},
+                                     std::pair{"other_memory_per_task_memory", options.other_memory_per_task_memory}}) {
+    if (!std::isfinite(value) || value < 0 || value > kMaxOtherHostDemand) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be a finite number from 0 to ", kMaxOtherHostDemand, ", got ", value));
+    }
+  }
   impl->host_free = options.host_free;
   // Mean host demand per GPU shape, weighted by popularity.
   absl::flat_hash_map<std::pair<OfferingId, int64_t>, std::tuple<double, double, double>> sums;
@@ -413,8 +421,8 @@ absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
       m += t.p * static_cast<double>(t.memory);
     }
     if (g > 0) {
-      impl->cpu_per_gpu = c / g;
-      impl->memory_per_gpu = m / g;
+      impl->cpu_per_gpu = c / g * (1 + options.other_cpu_per_task_cpu);
+      impl->memory_per_gpu = m / g * (1 + options.other_memory_per_task_memory);
     }
   }
   return impl;

@@ -16,7 +16,8 @@
 // Host resources (FragmentationOptions::host_free, where the caller knows free cpu/memory):
 // a task that lacks cpu or memory on a node fits nowhere on it (FGD's "lack CPU" quadrants),
 // and a placement is also charged the change of the node's *starved* capacity: the idle GPU
-// capacity that its free cpu and memory cannot feed at the mix's mean cpu and memory per GPU.
+// capacity that its free cpu and memory cannot feed at the mix's mean cpu and memory per GPU
+// (plus what the pods taking no GPU ask for beside them, FragmentationOptions::other_*).
 // F only sees the cliff where a task stops fitting; the starved term sees the approach to it,
 // so that cpu-hungry pods go where cpu is plentiful relative to idle GPUs. Both are in GPUs.
 //
@@ -96,7 +97,17 @@ struct FragmentationOptions {
   // capacity counts (above), and a placement takes the pod's own cpu/memory
   // (PodRequest::host), or the mean of its task class for a request built without a pod.
   HostFreeFn host_free;
+  // The cpu and memory that pods taking no GPU ask for, per unit the mix's own tasks ask for
+  // (finite, 0 to kMaxOtherHostDemand; 0: none expected). They land beside the GPUs too, so
+  // the starved term feeds each idle GPU the mix's cpu and memory per GPU times (1 + this).
+  // The service's fgd reads it from the mirror's recent arrivals (ClusterState::
+  // recent_host_demand; docs/fgd.md, "Pods beside the GPUs").
+  double other_cpu_per_task_cpu = 0;
+  double other_memory_per_task_memory = 0;
 };
+// The largest FragmentationOptions::other_*: a bound against nonsense (100 times the GPU
+// pods' own demand already leaves every idle GPU of any real node starved).
+inline constexpr double kMaxOtherHostDemand = 100;
 
 // Validates the options against the catalog (known resources, amounts within the offering,
 // twins exclusive+mps of unit kind gpu). Errors name the task index or twin and the field.

@@ -57,9 +57,11 @@ class PlacementPolicy {
   // nullptr (the default) means this policy itself.
   virtual std::shared_ptr<const PlacementPolicy> Snapshot() const { return nullptr; }
   // Called by filter with each pod kube-scheduler asks about (any number of times per pod),
-  // outside the mirror's locks. A policy that learns from them must be thread-safe.
-  virtual void ObservePending(const PodObject& pod, const PodRequest& request) const {
-    (void)pod, (void)request;
+  // outside the mirror's locks, with the mirror's recent host demand as filter read it. A
+  // policy that learns from them must be thread-safe.
+  virtual void ObservePending(const PodObject& pod, const PodRequest& request,
+                              const ClusterState::RecentHostDemand& recent) const {
+    (void)pod, (void)request, (void)recent;
   }
   // Whether, when kube-scheduler sends the extender every pod (DecisionCore::Options::
   // every_pod), this policy's best node should win outright rather than share the decision

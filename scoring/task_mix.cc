@@ -247,7 +247,18 @@ std::vector<std::string> AcceptedGpuProducts(const PodObject& pod) {
   return products;
 }
 
-void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& request) const {
+namespace {
+
+// `other` per unit of `gpu`, within FragmentationOptions' range; 0 before any GPU pod.
+double OtherPerGpuDemand(double other, double gpu) {
+  if (!(gpu > 0) || !(other > 0)) return 0;
+  return std::min(kMaxOtherHostDemand, other / gpu);
+}
+
+}  // namespace
+
+void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& request,
+                                      const ClusterState::RecentHostDemand& recent) const {
   TaskClass task;
   if (!TaskOfRequest(*catalog_, request, AcceptedGpuProducts(pod), &task)) return;
   if (!learner_.Observe(pod.uid, task)) return;
@@ -260,12 +271,22 @@ void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& re
   fo.tasks = learner_.Current();
   fo.host_free = host_free_;
   fo.twins = twins_;
+  fo.other_cpu_per_task_cpu = OtherPerGpuDemand(recent.other_cpu_milli, recent.gpu_cpu_milli);
+  fo.other_memory_per_task_memory = OtherPerGpuDemand(recent.other_memory_bytes, recent.gpu_memory_bytes);
   // Every class comes from a resolved request of this catalog, or from the seed that Create
-  // accepted: a failure would be a bug; the current policy then stays.
+  // accepted, and the ratios are in range: a failure would be a bug; the current policy
+  // then stays.
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> next = MakeFragmentationPolicy(catalog_, fo);
   if (!next.ok()) return;
   absl::MutexLock lock(&mu_);
   current_ = std::shared_ptr<const PlacementPolicy>(*std::move(next));
+  other_cpu_ = fo.other_cpu_per_task_cpu;
+  other_memory_ = fo.other_memory_per_task_memory;
+}
+
+std::pair<double, double> LearnedFgdPolicy::OtherHostDemand() const {
+  absl::MutexLock lock(&mu_);
+  return {other_cpu_, other_memory_};
 }
 
 std::vector<std::string> ServicePolicyNames() {

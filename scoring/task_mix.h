@@ -9,7 +9,9 @@
 // remembered among the last kRecentUids).
 //
 // LearnedFgdPolicy is fgd over the learner's current mix: every `republish_every` new pods
-// it builds a fresh fgd policy from the mix (MakeFragmentationPolicy) and swaps it in; a
+// it builds a fresh fgd policy from the mix (MakeFragmentationPolicy), with the host demand
+// of pods without a GPU that the mirror saw arrive (ClusterState::recent_host_demand;
+// FragmentationOptions::other_*), and swaps it in; a
 // decision uses the policy current when it started (PlacementPolicy::Snapshot), so one
 // filter/prioritize/bind never mixes two.
 // Thread-safe: any number of threads may observe and decide at once.
@@ -22,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -112,10 +115,16 @@ class LearnedFgdPolicy final : public PlacementPolicy {
     return Current()->ChooseUnits(state, request, node);
   }
   std::shared_ptr<const PlacementPolicy> Snapshot() const override { return Current(); }
-  void ObservePending(const PodObject& pod, const PodRequest& request) const override;
+  // Learns the pod's class, and the mirror's ratio of the host demand of pods without a GPU
+  // to that of GPU pods (FragmentationOptions::other_*), which the next publish uses.
+  void ObservePending(const PodObject& pod, const PodRequest& request,
+                      const ClusterState::RecentHostDemand& recent) const override;
   bool DecidesOutrightSeeingEveryPod() const override { return true; }  // as fgd
 
   const TaskMixLearner& learner() const { return learner_; }
+  // The ratios of the policy in use (metrics): cpu and memory asked by pods without a GPU per
+  // unit asked by GPU pods, among the mirror's recent arrivals (FragmentationOptions::other_*).
+  std::pair<double, double> OtherHostDemand() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   LearnedFgdPolicy(std::shared_ptr<const Catalog> catalog, std::vector<TaskClass> seed,
@@ -135,6 +144,9 @@ class LearnedFgdPolicy final : public PlacementPolicy {
   // The fgd policy over the mix as last published, and the pods counted since.
   mutable std::shared_ptr<const PlacementPolicy> current_ ABSL_GUARDED_BY(mu_);
   mutable int64_t since_publish_ ABSL_GUARDED_BY(mu_) = 0;
+  // The ratios current_ was built with (FragmentationOptions::other_*).
+  mutable double other_cpu_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable double other_memory_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The policies the service can run (--policy): PolicyNames() and "fgd".

@@ -70,6 +70,9 @@ struct MirrorOptions {
   // does not advertise it takes its units from the node's slice devices. Off: DRA objects
   // are ignored and nodes are what their allocatable says, as before DRA mode existed.
   bool dra = false;
+  // The window of ClusterState::recent_host_demand: a pod weighs half as much after this many
+  // newer pods (the service sets fgd's --fgd-half-life, so both windows see the same pods).
+  double host_demand_half_life_pods = 2000;
 };
 
 // The mirror's identity of a pod (PodRecord::id, Holding::pod_id, Evictions): its UID; for a
@@ -621,6 +624,22 @@ class ClusterState {
   }
   // The bound, non-terminal pods the host view counts (by PodRecord id).
   size_t host_pod_count() const { return host_pods_.size(); }
+  // What recently arrived pods ask of the hosts, split by whether they ask for a catalog
+  // resource: decayed sums of the cpu and memory requests of each pod as the host view first
+  // counts it bound (from the watch, a list, or our reservation), the newest weighing 1 and
+  // each earlier one 2^(-1/MirrorOptions::host_demand_half_life_pods) less per newer pod.
+  // fgd reads the ratio: the pods that take no GPU land on the GPU nodes too (placed by
+  // kube-scheduler's own scores where the extender only sees GPU pods), and eat the cpu and
+  // memory that idle GPUs need (docs/fgd.md, "Pods beside the GPUs").
+  struct RecentHostDemand {
+    double gpu_cpu_milli = 0, gpu_memory_bytes = 0;      // pods asking for a catalog resource
+    double other_cpu_milli = 0, other_memory_bytes = 0;  // every other pod
+  };
+  const RecentHostDemand& recent_host_demand() const { return recent_host_demand_; }
+  // Keeps the window of `old` (the state before a relist): a list shows the pods in no
+  // arrival order, so the window it builds says less about what is recent. Unless `old`
+  // counted nothing (the first list, at start): then the pods bound now are the best guess.
+  void InheritRecentHostDemand(const ClusterState& old);
 
   // Recounts every unit from the pod records (not from the units' own counters) and checks
   // I1 (capacity), I2 (one owner) and I4 (quota).
@@ -669,6 +688,8 @@ class ClusterState {
   void CountHostPod(const std::string& id, const PodObject& pod);
   // Counts `request` (by id) on `node_name`, replacing any earlier count of the id.
   void CountHost(const std::string& id, const std::string& node_name, const HostRequest& request);
+  // Adds a newly counted pod's request to recent_host_demand_, after decaying the window.
+  void NoteHostArrival(const HostRequest& request, bool asks_for_units);
   void UncountHostPod(absl::string_view id);
   // Inserts the record (by its id, indexed under its key) and adds its holdings.
   void AddPodRecord(PodRecord rec);
@@ -752,6 +773,7 @@ class ClusterState {
   };
   absl::node_hash_map<std::string, HostResources> host_requested_;  // by node name
   absl::flat_hash_map<std::string, HostPod> host_pods_;             // by PodRecord id
+  RecentHostDemand recent_host_demand_;
   // DRA mode only: the mirrored DRA objects, and each node's last Node object (to derive the
   // node again when DRA objects change; a Node event does not come with those changes).
   DraState dra_;

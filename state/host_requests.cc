@@ -1,9 +1,12 @@
 // ClusterState's host view: per node, the summed cpu, memory and pod-slot requests of the
 // pods bound there (cluster_state.h "the host view"), against the node's allocatable.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "state/cluster_state.h"
+#include "state/unit_rules.h"
 
 namespace gse {
 namespace {
@@ -38,7 +41,21 @@ void ClusterState::CountHostPod(const std::string& id, const PodObject& pod) {
     UncountHostPod(id);
     return;
   }
-  CountHost(id, pod.node_name, PodHostRequest(pod));
+  const HostRequest request = PodHostRequest(pod);
+  if (!host_pods_.contains(id)) NoteHostArrival(request, !PodCatalogDemand(*catalog_, pod).empty());
+  CountHost(id, pod.node_name, request);
+}
+
+void ClusterState::NoteHostArrival(const HostRequest& request, bool asks_for_units) {
+  RecentHostDemand& d = recent_host_demand_;
+  const double decay = std::exp2(-1.0 / std::max(1.0, options_.host_demand_half_life_pods));
+  for (double* sum : {&d.gpu_cpu_milli, &d.gpu_memory_bytes, &d.other_cpu_milli, &d.other_memory_bytes}) {
+    *sum *= decay;
+  }
+  const auto cpu = static_cast<double>(request.cpu_milli);
+  const auto memory = static_cast<double>(request.memory_bytes);
+  (asks_for_units ? d.gpu_cpu_milli : d.other_cpu_milli) += cpu;
+  (asks_for_units ? d.gpu_memory_bytes : d.other_memory_bytes) += memory;
 }
 
 void ClusterState::CountHost(const std::string& id, const std::string& node_name,
@@ -53,6 +70,13 @@ void ClusterState::CountHost(const std::string& id, const std::string& node_name
   AddTo(node->second, request, +1);
   host_pods_.emplace(id, HostPod{node, request});
   TouchNode(node_name);  // its host view changed
+}
+
+void ClusterState::InheritRecentHostDemand(const ClusterState& old) {
+  const RecentHostDemand& d = old.recent_host_demand_;
+  if (d.gpu_cpu_milli + d.gpu_memory_bytes + d.other_cpu_milli + d.other_memory_bytes > 0) {
+    recent_host_demand_ = d;
+  }
 }
 
 HostResources ClusterState::HostRequested(absl::string_view node_name) const {

@@ -204,6 +204,7 @@ void Mirror::ReplaceAll(const ObjectBatch& batch, absl::Time listed_at,
   }
   fresh.InheritAgentWaits(state_);
   fresh.InheritAgentLiveness(state_);
+  fresh.InheritRecentHostDemand(state_);
   std::swap(state_, fresh);
   // `fresh` now holds the old state; it is destroyed after the lock is released (the lock
   // guard was declared later, so it is destroyed first).

@@ -69,7 +69,10 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   rec.awaiting_agent_since = rec.agent_wait_from;
   AddPodRecord(std::move(rec));
   // The host view counts the bind from here (cluster_state.h "the host view").
-  if (host.has_value()) CountHost(id, a.node, *host);
+  if (host.has_value()) {
+    if (!host_pods_.contains(id)) NoteHostArrival(*host, /*asks_for_units=*/true);
+    CountHost(id, a.node, *host);
+  }
   return absl::OkStatus();
 }
 

@@ -374,6 +374,59 @@ TEST(HostRelistTest, ReplaceAllRebuildsTheSums) {
   });
 }
 
+// ---- recent host demand (ClusterState::recent_host_demand) ----
+
+TEST(RecentHostDemandTest, EachPodCountsOnceWhenFirstBoundByWhetherItAsksForAGpu) {
+  MirrorOptions options;
+  options.host_demand_half_life_pods = 1;  // each newer pod halves the earlier ones
+  ClusterState s(TestCatalog(), options);
+  s.ApplyNode(Node("n1"));
+  s.ApplyPod(Pod("web", "", 4000, 1000));  // pending: not an arrival on a host yet
+  EXPECT_EQ(s.recent_host_demand().other_cpu_milli, 0);
+  s.ApplyPod(Pod("web", "n1", 4000, 1000));
+  s.ApplyPod(Pod("web", "n1", 4000, 1000));  // a watch replay of the same pod
+  s.ApplyPod(Pod("train", "n1", 2000, 3000, /*gpu=*/true));
+  const ClusterState::RecentHostDemand& d = s.recent_host_demand();
+  EXPECT_DOUBLE_EQ(d.gpu_cpu_milli, 2000);
+  EXPECT_DOUBLE_EQ(d.gpu_memory_bytes, 3000);
+  EXPECT_DOUBLE_EQ(d.other_cpu_milli, 4000 / 2.0);  // halved by the one newer pod
+  EXPECT_DOUBLE_EQ(d.other_memory_bytes, 1000 / 2.0);
+
+  // Our reservation counts the pod as it arrives on the host; the watch showing it bound
+  // afterwards is the same pod.
+  PodObject reserved = Pod("infer", "n1", 1000, 1000, /*gpu=*/true);
+  Assignment a;
+  a.node = "n1";
+  a.offering = 0;
+  a.units = {1};
+  ASSERT_TRUE(s.Reserve(PodClaim{"ns/infer", reserved.uid, "ns", "ns"}, a, HoldingSource::kReserved,
+                        PodHostRequest(reserved))
+                  .ok());
+  s.ApplyPod(reserved);
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().gpu_cpu_milli, 2000 / 2.0 + 1000);
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().other_cpu_milli, 4000 / 4.0);
+}
+
+TEST(RecentHostDemandTest, ARelistKeepsTheWindowItDoesNotRebuildIt) {
+  Mirror mirror(TestCatalog(), MirrorOptions{});
+  ObjectBatch batch;
+  batch.nodes.push_back(Node("n1"));
+  batch.pods.push_back(Pod("web", "n1", 500, 1000));
+  mirror.ReplaceAll(batch, absl::Now());
+  ClusterState::RecentHostDemand before;
+  mirror.Read([&](const ClusterState& s) { before = s.recent_host_demand(); });
+  ASSERT_DOUBLE_EQ(before.other_cpu_milli, 500);  // what the first list counted
+  // A relist shows the pods already counted, and a GPU pod that arrived while the watch was
+  // down: its arrival cannot be told from the others' in a list, so the window stays.
+  batch.pods.push_back(Pod("train", "n1", 2000, 1000, /*gpu=*/true));
+  mirror.ReplaceAll(batch, absl::Now());
+  mirror.Read([&](const ClusterState& s) {
+    EXPECT_DOUBLE_EQ(s.recent_host_demand().other_cpu_milli, before.other_cpu_milli);
+    EXPECT_DOUBLE_EQ(s.recent_host_demand().gpu_cpu_milli, 0);
+    EXPECT_EQ(s.HostRequested("n1"), H(2500, 2000, 2));  // the host view itself is rebuilt
+  });
+}
+
 // ---- random run against a recount ----
 
 TEST(HostRandomTest, SumsMatchARecountOfTheLatestObjects) {

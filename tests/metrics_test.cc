@@ -20,8 +20,12 @@
 #include "absl/time/time.h"
 #include "extender/extender_service.h"
 #include "extender/mirror_metrics.h"
+#include "extender/task_mix_metrics.h"
 #include "gtest/gtest.h"
+#include "scoring/decision_core.h"
+#include "scoring/fragmentation_policy.h"
 #include "scoring/policies.h"
+#include "scoring/task_mix.h"
 #include "state/catalog.h"
 #include "state/k8s_objects.h"
 #include "state/mirror.h"
@@ -382,6 +386,58 @@ constexpr char kMirrorList[] = R"({"kind":"List","apiVersion":"v1","items":[
    "containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb.shared":"1"}}}]},
   "status":{"phase":"Running"}}
 ]})";
+
+// fgd's task mix and the host demand of pods without a GPU, as --policy=fgd learns them.
+TEST(MetricsTest, FgdGaugesShowTheLearnedMixAndTheOtherHostDemand) {
+  ExtenderMetrics metrics;
+  auto catalog = std::make_shared<const Catalog>(Catalog::BuiltIn());
+  Mirror mirror(catalog, MirrorOptions{});
+  auto pod = [](const std::string& name, const std::string& node, int64_t cpu_milli, bool gpu) {
+    PodObject p;
+    p.name = name;
+    p.namespace_name = "team-a";
+    p.uid = name + "-uid";
+    p.node_name = node;
+    ContainerResources c;
+    c.name = "c";
+    c.requests_milli["cpu"] = cpu_milli;
+    if (gpu) c.requests_milli["nvidia.com/gpu"] = 1000;
+    if (gpu) c.limits_milli["nvidia.com/gpu"] = 1000;
+    p.containers.push_back(c);
+    return p;
+  };
+  mirror.Write([&](ClusterState& s) {
+    NodeObject n;
+    n.name = "n1";
+    n.allocatable_milli["nvidia.com/gpu"] = 4000;
+    n.allocatable_milli["cpu"] = 64000;
+    n.allocatable_milli["memory"] = (int64_t{256} << 30) * 1000;
+    n.allocatable_milli["pods"] = 110000;
+    s.ApplyNode(n);
+    s.ApplyPod(pod("train", "n1", 8000, /*gpu=*/true));
+    s.ApplyPod(pod("web", "n1", 4000, /*gpu=*/false));
+  });
+  TaskMixOptions o;
+  o.republish_every = 1;
+  o.half_life_pods = 1000000;  // no decay to speak of: the ratio is 4 / 8
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  TaskMixMetrics mix_metrics(metrics.registry(), policy->get());
+  mix_metrics.Refresh();
+  std::string text = metrics.Serialize();
+  EXPECT_EQ(Sample(text, "gse_fgd_task_mix_pods_observed", {}), 0);
+  EXPECT_EQ(Sample(text, "gse_fgd_other_host_demand_ratio", {{"resource", "cpu"}}), 0);
+
+  DecisionCore core(&mirror, policy->get());
+  core.Filter(pod("next", "", 8000, /*gpu=*/true), {"n1"});
+  mix_metrics.Refresh();
+  text = metrics.Serialize();
+  EXPECT_EQ(Sample(text, "gse_fgd_task_mix_pods_observed", {}), 1);
+  EXPECT_GT(Sample(text, "gse_fgd_task_mix_cpu_cores", {{"resource", "nvidia.com/gpu"}, {"amount", "1"}}), 0);
+  EXPECT_NEAR(Sample(text, "gse_fgd_other_host_demand_ratio", {{"resource", "cpu"}}), 0.5, 1e-3);
+  EXPECT_EQ(Sample(text, "gse_fgd_other_host_demand_ratio", {{"resource", "memory"}}), 0);
+}
 
 TEST(MetricsTest, MirrorGaugesCountUnitsProjectsAndPodSources) {
   ExtenderMetrics metrics;

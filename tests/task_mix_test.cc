@@ -4,6 +4,7 @@
 #include "scoring/task_mix.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <memory>
@@ -192,6 +193,89 @@ TEST(LearnedFgdPolicy, LearnsThatTasksNeedCpuAndPlacesAccordingly) {
   EXPECT_GT(WeightOf((*policy)->learner().Current(), kGpu, 1), 0.8);
   const std::vector<int64_t> after = core.Prioritize(GpuPod("probe", 2000), nodes);
   EXPECT_GT(after[1], after[0]) << "b's idle GPUs are stranded by its cpu: the pod goes there";
+}
+
+// Nodes a and b (2 GPUs, 16 cpus each) are candidates; node c holds a bound GPU pod of
+// 8 cpus. With `cpu_only_pod_on_a`, a CPU-only pod of 8 cpus runs on a; without it, a has
+// only 8 allocatable cpus. Either way a has 8 free cpus for its 2 idle GPUs and b 16.
+void NodesWhereAHasHalfTheCpu(Mirror& mirror, bool cpu_only_pod_on_a) {
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (const std::string name : {"a", "b", "c"}) {
+      NodeObject n;
+      n.name = name;
+      n.allocatable_milli[kGpu] = 2000;
+      n.allocatable_milli["cpu"] = name == "a" && !cpu_only_pod_on_a ? 8000 : 16000;
+      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+      n.allocatable_milli["pods"] = 110000;
+      b.nodes.push_back(n);
+    }
+    PodObject train;
+    train.name = "bound-train";
+    train.namespace_name = "team-a";
+    train.uid = "bound-train-uid";
+    train.node_name = "c";
+    train.containers.push_back({"c", {{"cpu", 8000}, {kGpu, 1000}}, {{kGpu, 1000}}});
+    b.pods.push_back(train);
+    if (cpu_only_pod_on_a) {
+      PodObject web;
+      web.name = "web";
+      web.namespace_name = "team-a";
+      web.uid = "web-uid";
+      web.node_name = "a";
+      web.containers.push_back({"c", {{"cpu", 8000}}, {}});
+      b.pods.push_back(web);
+    }
+    s.ApplyBatch(b);
+    return true;
+  });
+}
+
+// The pods that ask for no GPU land on GPU nodes too (kube-scheduler places them where the
+// extender only sees GPU pods) and eat the cpu that idle GPUs need. fgd learns how much
+// from the mirror's recent arrivals: here as much cpu as the GPU pods (ratio 1), so each idle
+// GPU needs twice the mix's 4 cpus. a's 8 free cpus then feed only one of its two GPUs, and
+// a 1-GPU pod is best placed there (it uses a GPU that would starve). Without CPU-only
+// pods among the arrivals, the same free cpus feed both of a's GPUs: a and b score alike.
+TEST(LearnedFgdPolicy, CountsTheCpuOfPodsWithoutAGpuBesideEachIdleGpu) {
+  auto catalog = TestCatalog();
+  std::map<bool, std::vector<int64_t>> scores;
+  for (const bool cpu_only_pod_on_a : {false, true}) {
+    SCOPED_TRACE(cpu_only_pod_on_a ? "a CPU-only pod arrived" : "GPU pods only");
+    Mirror mirror(catalog, MirrorOptions{});
+    NodesWhereAHasHalfTheCpu(mirror, cpu_only_pod_on_a);
+    TaskMixOptions o;
+    o.seed_pods = 1;
+    o.republish_every = 16;
+    absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+        LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    DecisionCore core(&mirror, policy->get());
+    const std::vector<absl::string_view> nodes = {"a", "b"};
+    for (int i = 0; i < 64; ++i) core.Filter(GpuPod(absl::StrCat("train-", i), 4000), nodes);
+    // 1 up to the decay of the GPU pod, listed before the CPU-only one.
+    EXPECT_NEAR((*policy)->OtherHostDemand().first, cpu_only_pod_on_a ? 1.0 : 0.0, 0.01);
+    scores[cpu_only_pod_on_a] = core.Prioritize(GpuPod("probe", 4000), nodes);
+  }
+  EXPECT_EQ(scores[false][0], scores[false][1]);
+  EXPECT_GT(scores[true][0], scores[true][1]) << "a's second GPU would starve: use it";
+}
+
+TEST(FragmentationOptions, TheOtherHostDemandMustBeAFiniteShareInRange) {
+  auto catalog = TestCatalog();
+  for (const double bad : {-0.5, kMaxOtherHostDemand * 2, std::nan(""), HUGE_VAL}) {
+    FragmentationOptions fo;
+    fo.tasks = {Task(kGpu, 1, 4000)};
+    fo.other_memory_per_task_memory = bad;
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeFragmentationPolicy(catalog, fo);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_THAT(p.status().message(), HasSubstr("other_memory_per_task_memory: must be a finite number"));
+  }
+  FragmentationOptions fo;
+  fo.tasks = {Task(kGpu, 1, 4000)};
+  fo.other_cpu_per_task_cpu = kMaxOtherHostDemand;
+  EXPECT_TRUE(MakeFragmentationPolicy(catalog, fo).ok());
 }
 
 TEST(AcceptedGpuProducts, FromTheNodeSelectorElseFromEveryRequiredTerm) {
