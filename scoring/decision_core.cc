@@ -173,7 +173,10 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
   mirror_->Read([&](const ClusterState& state) {
     d.request = ResolveOn(state, pod);
     d.offering_label = OfferingLabel(state, d.request);
-    recent = state.recent_host_demand();
+    // The pods without a GPU that kube-scheduler places by its own scores land anywhere, so
+    // a policy should keep room for them beside idle GPUs. When every pod comes here they are
+    // the policy's own placements (it puts them where they strand no GPU): none to expect.
+    if (!options_.every_pod) recent = state.recent_host_demand();
     // I6: a pod asking for no catalog resource passes every node, known or not.
     if (!d.request.interested()) return;
     const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);

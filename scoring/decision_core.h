@@ -130,7 +130,9 @@ struct VictimProposal {
 struct DecisionCoreOptions {
   // kube-scheduler sends the extender every pod (its extender entry has no
   // managedResources): prioritize scores pods that ask for no catalog resource too, and a
-  // policy that DecidesOutrightSeeingEveryPod names the node outright (Prioritize).
+  // policy that DecidesOutrightSeeingEveryPod names the node outright (Prioritize), and
+  // the policy keeps no room for pods without a GPU beside idle GPUs (they are its own
+  // placements; Filter passes ObservePending no recent host demand).
   bool every_pod = false;
 };
 

@@ -57,8 +57,9 @@ class PlacementPolicy {
   // nullptr (the default) means this policy itself.
   virtual std::shared_ptr<const PlacementPolicy> Snapshot() const { return nullptr; }
   // Called by filter with each pod kube-scheduler asks about (any number of times per pod),
-  // outside the mirror's locks, with the mirror's recent host demand as filter read it. A
-  // policy that learns from them must be thread-safe.
+  // outside the mirror's locks, with the mirror's recent host demand as filter read it (all
+  // zero when every pod comes to the extender: DecisionCore::Options::every_pod). A policy
+  // that learns from them must be thread-safe.
   virtual void ObservePending(const PodObject& pod, const PodRequest& request,
                               const ClusterState::RecentHostDemand& recent) const {
     (void)pod, (void)request, (void)recent;

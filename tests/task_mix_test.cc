@@ -238,25 +238,37 @@ void NodesWhereAHasHalfTheCpu(Mirror& mirror, bool cpu_only_pod_on_a) {
 // GPU needs twice the mix's 4 cpus. a's 8 free cpus then feed only one of its two GPUs, and
 // a 1-GPU pod is best placed there (it uses a GPU that would starve). Without CPU-only
 // pods among the arrivals, the same free cpus feed both of a's GPUs: a and b score alike.
+// When every pod comes to the extender, the CPU-only pods are fgd's own placements: it
+// expects none beside the GPUs.
 TEST(LearnedFgdPolicy, CountsTheCpuOfPodsWithoutAGpuBesideEachIdleGpu) {
   auto catalog = TestCatalog();
-  std::map<bool, std::vector<int64_t>> scores;
-  for (const bool cpu_only_pod_on_a : {false, true}) {
-    SCOPED_TRACE(cpu_only_pod_on_a ? "a CPU-only pod arrived" : "GPU pods only");
+  struct Case {
+    const char* name;
+    bool cpu_only_pod_on_a;
+    bool every_pod;
+    double ratio;
+  };
+  std::map<bool, std::vector<int64_t>> scores;  // by cpu_only_pod_on_a, GPU pods only
+  for (const Case& c : {Case{"GPU pods only", false, false, 0.0},
+                        Case{"a CPU-only pod arrived", true, false, 1.0},
+                        Case{"a CPU-only pod, every pod through the extender", true, true, 0.0}}) {
+    SCOPED_TRACE(c.name);
     Mirror mirror(catalog, MirrorOptions{});
-    NodesWhereAHasHalfTheCpu(mirror, cpu_only_pod_on_a);
+    NodesWhereAHasHalfTheCpu(mirror, c.cpu_only_pod_on_a);
     TaskMixOptions o;
     o.seed_pods = 1;
     o.republish_every = 16;
     absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
         LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
     ASSERT_TRUE(policy.ok()) << policy.status();
-    DecisionCore core(&mirror, policy->get());
+    DecisionCore::Options options;
+    options.every_pod = c.every_pod;
+    DecisionCore core(&mirror, policy->get(), options);
     const std::vector<absl::string_view> nodes = {"a", "b"};
     for (int i = 0; i < 64; ++i) core.Filter(GpuPod(absl::StrCat("train-", i), 4000), nodes);
     // 1 up to the decay of the GPU pod, listed before the CPU-only one.
-    EXPECT_NEAR((*policy)->OtherHostDemand().first, cpu_only_pod_on_a ? 1.0 : 0.0, 0.01);
-    scores[cpu_only_pod_on_a] = core.Prioritize(GpuPod("probe", 4000), nodes);
+    EXPECT_NEAR((*policy)->OtherHostDemand().first, c.ratio, 0.01);
+    if (!c.every_pod) scores[c.cpu_only_pod_on_a] = core.Prioritize(GpuPod("probe", 4000), nodes);
   }
   EXPECT_EQ(scores[false][0], scores[false][1]);
   EXPECT_GT(scores[true][0], scores[true][1]) << "a's second GPU would starve: use it";
