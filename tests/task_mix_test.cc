@@ -133,40 +133,45 @@ TEST(TaskMixLearner, TheLightestClassMakesRoom) {
   EXPECT_EQ(WeightOf(mix, kGpu, 1), 0);
 }
 
+// A node of 2 whole GPUs with `cpu_milli` cpu, 64 GiB of memory and room for 110 pods.
+NodeObject GpuNode(const std::string& name, int64_t cpu_milli) {
+  NodeObject n;
+  n.name = name;
+  n.allocatable_milli[kGpu] = 2000;
+  n.allocatable_milli["cpu"] = cpu_milli;
+  n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
+  n.allocatable_milli["pods"] = 110000;
+  return n;
+}
+
+// A pod of team-a asking for `cpu_milli` and, when `gpu`, one GPU; bound to `node` unless "".
+PodObject TeamAPod(const std::string& name, const std::string& node, int64_t cpu_milli, bool gpu) {
+  PodObject p;
+  p.name = name;
+  p.namespace_name = "team-a";
+  p.uid = name + "-uid";
+  p.node_name = node;
+  if (gpu) {
+    p.containers.push_back({"c", {{"cpu", cpu_milli}, {kGpu, 1000}}, {{kGpu, 1000}}});
+  } else {
+    p.containers.push_back({"c", {{"cpu", cpu_milli}}, {}});
+  }
+  return p;
+}
+
 // `nodes` (b among them): 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus.
 void NodesWithBusyCpuOnB(Mirror& mirror, const std::vector<std::string>& nodes) {
   mirror.Write([&](ClusterState& s) {
     ObjectBatch b;
     b.namespaces.push_back({"team-a", {}});
-    for (const std::string& name : nodes) {
-      NodeObject n;
-      n.name = name;
-      n.allocatable_milli[kGpu] = 2000;
-      n.allocatable_milli["cpu"] = 8000;
-      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
-      n.allocatable_milli["pods"] = 110000;
-      b.nodes.push_back(n);
-    }
-    PodObject web;
-    web.name = "web";
-    web.namespace_name = "team-a";
-    web.uid = "web-uid";
-    web.node_name = "b";
-    web.containers.push_back({"c", {{"cpu", 6000}}, {}});
-    b.pods.push_back(web);
+    for (const std::string& name : nodes) b.nodes.push_back(GpuNode(name, 8000));
+    b.pods.push_back(TeamAPod("web", "b", 6000, /*gpu=*/false));
     s.ApplyBatch(b);
     return true;
   });
 }
 
-PodObject GpuPod(const std::string& name, int64_t cpu_milli) {
-  PodObject p;
-  p.name = name;
-  p.namespace_name = "team-a";
-  p.uid = name + "-uid";
-  p.containers.push_back({"c", {{"cpu", cpu_milli}, {kGpu, 1000}}, {{kGpu, 1000}}});
-  return p;
-}
+PodObject GpuPod(const std::string& name, int64_t cpu_milli) { return TeamAPod(name, "", cpu_milli, true); }
 
 // Nodes a and b: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. Seeded
 // from the catalog (no cpu), fgd sees the two nodes alike for a 1-GPU pod. Once the pods it
@@ -202,31 +207,11 @@ void NodesWhereAHasHalfTheCpu(Mirror& mirror, bool cpu_only_pod_on_a) {
   mirror.Write([&](ClusterState& s) {
     ObjectBatch b;
     b.namespaces.push_back({"team-a", {}});
-    for (const std::string name : {"a", "b", "c"}) {
-      NodeObject n;
-      n.name = name;
-      n.allocatable_milli[kGpu] = 2000;
-      n.allocatable_milli["cpu"] = name == "a" && !cpu_only_pod_on_a ? 8000 : 16000;
-      n.allocatable_milli["memory"] = (int64_t{64} << 30) * 1000;
-      n.allocatable_milli["pods"] = 110000;
-      b.nodes.push_back(n);
-    }
-    PodObject train;
-    train.name = "bound-train";
-    train.namespace_name = "team-a";
-    train.uid = "bound-train-uid";
-    train.node_name = "c";
-    train.containers.push_back({"c", {{"cpu", 8000}, {kGpu, 1000}}, {{kGpu, 1000}}});
-    b.pods.push_back(train);
-    if (cpu_only_pod_on_a) {
-      PodObject web;
-      web.name = "web";
-      web.namespace_name = "team-a";
-      web.uid = "web-uid";
-      web.node_name = "a";
-      web.containers.push_back({"c", {{"cpu", 8000}}, {}});
-      b.pods.push_back(web);
-    }
+    b.nodes.push_back(GpuNode("a", cpu_only_pod_on_a ? 16000 : 8000));
+    b.nodes.push_back(GpuNode("b", 16000));
+    b.nodes.push_back(GpuNode("c", 16000));
+    b.pods.push_back(TeamAPod("bound-train", "c", 8000, /*gpu=*/true));
+    if (cpu_only_pod_on_a) b.pods.push_back(TeamAPod("web", "a", 8000, /*gpu=*/false));
     s.ApplyBatch(b);
     return true;
   });
