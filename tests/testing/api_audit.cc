@@ -469,11 +469,14 @@ std::vector<AuditViolation> ApiAudit::Judge(const AuditSnapshot& previous,
   // pods stay charged to the project recorded on them). The extender can only be blamed for
   // what it added. A project's usage at the end above both its quota (the largest of the
   // quotas in force during the phase: a bind may have seen any) and its usage at the start
-  // (after the phase's first changes) means that some bind of this phase took the project from
-  // at most its quota to above it, or added to it while it was above: each is a bind the
-  // extender should have refused (the phase's deletions only lower usage, so they cannot
-  // explain it). This misses an excess that deletions in the same phase hide; it never blames a
-  // lowered quota or a relabel.
+  // means that some bind of this phase took the project from at most its quota to above it, or
+  // added to it while it was above: each is a bind the extender should have refused. The usage
+  // at the start is the larger of the previous phase's end and this phase's start (after its
+  // first changes): a bind may have seen either, as with the quotas. Deletions at the start
+  // that the extender has not seen yet (a lagging watch) leave it the project's old slices: it
+  // may rightly join one it still sees held, which re-opens it. This misses an excess that
+  // deletions in the same phase hide; it never blames a lowered quota, a relabel, or a
+  // deletion the extender could not see.
   for (const auto& [project_resource, used] : end.usage) {
     int64_t quota = 0;
     for (const AuditFacts* f : in_force) {
@@ -482,8 +485,11 @@ std::vector<AuditViolation> ApiAudit::Judge(const AuditSnapshot& previous,
       if (quota < 0) break;  // unlimited under one of them
     }
     if (quota < 0) continue;
-    auto s = start.usage.find(project_resource);
-    const int64_t at_start = s == start.usage.end() ? 0 : s->second;
+    int64_t at_start = 0;
+    for (const AuditSnapshot* seen : {&previous, &start}) {
+      auto s = seen->usage.find(project_resource);
+      if (s != seen->usage.end()) at_start = std::max(at_start, s->second);
+    }
     // Time-sliced: over when the project would have opened even its largest slice with the
     // tickets of the others at or above the quota (a slice is opened whole).
     auto largest = end.largest_slice.find(project_resource);
