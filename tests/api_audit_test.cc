@@ -269,6 +269,8 @@ TEST_F(ApiAuditTest, AJoinOfASliceWhosePodsTheExtenderCannotSeeDeletedIsNoQuotaE
   const std::vector<AuditViolation> v = audit_.Judge(before, {&before.facts}, start, Snap());
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].kind, "I4 quota");
+  EXPECT_THAT(v[0].evidence, HasSubstr("usage at the start 8 (8 at the previous phase's end, 4 after "
+                                       "this phase's first changes)"));
 }
 
 TEST_F(ApiAuditTest, ARelabelMovesQuotasAndTheChargedProjectMustBeTheNamespaces) {

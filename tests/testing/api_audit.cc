@@ -485,11 +485,13 @@ std::vector<AuditViolation> ApiAudit::Judge(const AuditSnapshot& previous,
       if (quota < 0) break;  // unlimited under one of them
     }
     if (quota < 0) continue;
-    int64_t at_start = 0;
-    for (const AuditSnapshot* seen : {&previous, &start}) {
-      auto s = seen->usage.find(project_resource);
-      if (s != seen->usage.end()) at_start = std::max(at_start, s->second);
-    }
+    auto usage_in = [&](const AuditSnapshot& snapshot) {
+      auto s = snapshot.usage.find(project_resource);
+      return s == snapshot.usage.end() ? int64_t{0} : s->second;
+    };
+    const int64_t at_previous_end = usage_in(previous);
+    const int64_t after_first_changes = usage_in(start);
+    const int64_t at_start = std::max(at_previous_end, after_first_changes);
     // Time-sliced: over when the project would have opened even its largest slice with the
     // tickets of the others at or above the quota (a slice is opened whole).
     auto largest = end.largest_slice.find(project_resource);
@@ -504,7 +506,8 @@ std::vector<AuditViolation> ApiAudit::Judge(const AuditSnapshot& previous,
       out.push_back({"I4 quota", absl::StrCat("quota ", project, " ", resource, " ", used),
                      absl::StrCat(project, " uses ", used, " (units, tickets or shares) of ", resource, ", quota ",
                                   quota, " (the largest in force during the phase), usage at the start ",
-                                  at_start, ":",
+                                  at_start, " (", at_previous_end, " at the previous phase's end, ",
+                                  after_first_changes, " after this phase's first changes):",
                                   DescribeHolders(holders))});
     }
   }
