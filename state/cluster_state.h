@@ -634,6 +634,7 @@ class ClusterState {
   struct RecentHostDemand {
     double gpu_cpu_milli = 0, gpu_memory_bytes = 0;      // pods asking for a catalog resource
     double other_cpu_milli = 0, other_memory_bytes = 0;  // every other pod
+    int64_t arrivals = 0;  // pods counted so far: the newest one's index
   };
   const RecentHostDemand& recent_host_demand() const { return recent_host_demand_; }
   // Keeps the window of `old` (the state before a relist): a list shows the pods in no
@@ -688,8 +689,12 @@ class ClusterState {
   void CountHostPod(const std::string& id, const PodObject& pod);
   // Counts `request` (by id) on `node_name`, replacing any earlier count of the id.
   void CountHost(const std::string& id, const std::string& node_name, const HostRequest& request);
-  // Adds a newly counted pod's request to recent_host_demand_, after decaying the window.
-  void NoteHostArrival(const HostRequest& request, bool asks_for_units);
+  // Adds a newly counted pod's request to recent_host_demand_, after decaying the window;
+  // returns its index there (RecentHostDemand::arrivals).
+  int64_t NoteHostArrival(const HostRequest& request, bool asks_for_units);
+  // Takes back what our reservation added to the window at `index` (its bind was refused: the
+  // pod has not arrived, and the reservation that binds it after all counts it then).
+  void ForgetReservedArrival(const HostRequest& request, int64_t index);
   void UncountHostPod(absl::string_view id);
   // Inserts the record (by its id, indexed under its key) and adds its holdings.
   void AddPodRecord(PodRecord rec);
@@ -770,6 +775,9 @@ class ClusterState {
   struct HostPod {
     std::pair<const std::string, HostResources>* node = nullptr;
     HostRequest request;
+    // Its index in recent_host_demand_ when our reservation counted it there (-1: counted
+    // by the watch or a list, or before this process's window), so a refused bind can take it back.
+    int64_t reserved_arrival = -1;
   };
   absl::node_hash_map<std::string, HostResources> host_requested_;  // by node name
   absl::flat_hash_map<std::string, HostPod> host_pods_;             // by PodRecord id

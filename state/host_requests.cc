@@ -46,7 +46,7 @@ void ClusterState::CountHostPod(const std::string& id, const PodObject& pod) {
   CountHost(id, pod.node_name, request);
 }
 
-void ClusterState::NoteHostArrival(const HostRequest& request, bool asks_for_units) {
+int64_t ClusterState::NoteHostArrival(const HostRequest& request, bool asks_for_units) {
   RecentHostDemand& d = recent_host_demand_;
   const double decay = std::exp2(-1.0 / std::max(1.0, options_.host_demand_half_life_pods));
   for (double* sum : {&d.gpu_cpu_milli, &d.gpu_memory_bytes, &d.other_cpu_milli, &d.other_memory_bytes}) {
@@ -56,6 +56,27 @@ void ClusterState::NoteHostArrival(const HostRequest& request, bool asks_for_uni
   const auto memory = static_cast<double>(request.memory_bytes);
   (asks_for_units ? d.gpu_cpu_milli : d.other_cpu_milli) += cpu;
   (asks_for_units ? d.gpu_memory_bytes : d.other_memory_bytes) += memory;
+  return ++d.arrivals;
+}
+
+void ClusterState::ForgetReservedArrival(const HostRequest& request, int64_t index) {
+  RecentHostDemand& d = recent_host_demand_;
+  if (index <= 0 || index > d.arrivals) return;  // not noted in this window
+  const double half_life = std::max(1.0, options_.host_demand_half_life_pods);
+  // What is left of its weight: halved every half-life of newer pods.
+  const double weight = std::exp2(-static_cast<double>(d.arrivals - index) / half_life);
+  // max(0, ·): the sums are rounded as they decay; never a negative demand.
+  d.gpu_cpu_milli = std::max(0.0, d.gpu_cpu_milli - weight * static_cast<double>(request.cpu_milli));
+  d.gpu_memory_bytes = std::max(0.0, d.gpu_memory_bytes - weight * static_cast<double>(request.memory_bytes));
+  if (index == d.arrivals) {
+    // The newest arrival (the usual refusal: nothing arrived since): undo its decay step too,
+    // so the window is as if the reservation had never been made.
+    const double decay = std::exp2(-1.0 / half_life);
+    for (double* sum : {&d.gpu_cpu_milli, &d.gpu_memory_bytes, &d.other_cpu_milli, &d.other_memory_bytes}) {
+      *sum /= decay;
+    }
+    --d.arrivals;
+  }
 }
 
 void ClusterState::CountHost(const std::string& id, const std::string& node_name,
@@ -74,9 +95,7 @@ void ClusterState::CountHost(const std::string& id, const std::string& node_name
 
 void ClusterState::InheritRecentHostDemand(const ClusterState& old) {
   const RecentHostDemand& d = old.recent_host_demand_;
-  if (d.gpu_cpu_milli + d.gpu_memory_bytes + d.other_cpu_milli + d.other_memory_bytes > 0) {
-    recent_host_demand_ = d;
-  }
+  if (d.arrivals > 0) recent_host_demand_ = d;
 }
 
 HostResources ClusterState::HostRequested(absl::string_view node_name) const {

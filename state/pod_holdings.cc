@@ -361,6 +361,8 @@ void ClusterState::CarryOver(const PodRecord& rec, absl::string_view project,
   if (auto h = from.host_pods_.find(rec.id);
       h != from.host_pods_.end() && host_pods_.find(rec.id) == host_pods_.end()) {
     CountHost(rec.id, h->second.node->first, h->second.request);
+    // The relist keeps the old window (InheritRecentHostDemand), so the index stays valid.
+    host_pods_.find(rec.id)->second.reserved_arrival = h->second.reserved_arrival;
   }
   PodRecord copy = rec;
   copy.project = InternProject(project);  // project ids are per state

@@ -70,8 +70,10 @@ absl::Status ClusterState::Reserve(const PodClaim& claim, const Assignment& a,
   AddPodRecord(std::move(rec));
   // The host view counts the bind from here (cluster_state.h "the host view").
   if (host.has_value()) {
-    if (!host_pods_.contains(id)) NoteHostArrival(*host, /*asks_for_units=*/true);
+    const bool arrives = !host_pods_.contains(id);
+    const int64_t arrival = arrives ? NoteHostArrival(*host, /*asks_for_units=*/true) : -1;
     CountHost(id, a.node, *host);
+    if (arrives) host_pods_.find(id)->second.reserved_arrival = arrival;
   }
   return absl::OkStatus();
 }
@@ -208,7 +210,11 @@ bool ClusterState::ReleaseReservation(absl::string_view pod_id, const Assignment
   // Another bind of the same pod still out, or one that may have committed: the units stay
   // until that outcome (or the API's objects) settles them.
   if (rec.binds_in_flight > 0 || rec.unconfirmed_since != absl::InfinitePast()) return false;
-  // Still kReserved: the watch has not shown the pod bound, so its host count is ours.
+  // Still kReserved: the watch has not shown the pod bound, so its host count is ours, and so
+  // is its arrival in the window of recent host demand (the next reservation counts it).
+  if (auto h = host_pods_.find(pod_id); h != host_pods_.end()) {
+    ForgetReservedArrival(h->second.request, h->second.reserved_arrival);
+  }
   UncountHostPod(pod_id);
   return Release(pod_id);
 }

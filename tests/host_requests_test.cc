@@ -407,6 +407,33 @@ TEST(RecentHostDemandTest, EachPodCountsOnceWhenFirstBoundByWhetherItAsksForAGpu
   EXPECT_DOUBLE_EQ(s.recent_host_demand().other_cpu_milli, 4000 / 4.0);
 }
 
+TEST(RecentHostDemandTest, ABindTheApiServerRefusedIsNoArrivalTheRetryCountsOnce) {
+  MirrorOptions options;
+  options.host_demand_half_life_pods = 1;  // each newer pod halves the earlier ones
+  ClusterState s(TestCatalog(), options);
+  s.ApplyNode(Node("n1"));
+  PodObject retried = Pod("infer", "n1", 1000, 1000, /*gpu=*/true);
+  const PodClaim claim{"ns/infer", retried.uid, "ns", "ns"};
+  const std::string id = PodIdOf(retried.uid, claim.key);
+  Assignment a;
+  a.node = "n1";
+  a.offering = 0;
+  a.units = {1};
+  ASSERT_TRUE(s.Reserve(claim, a, HoldingSource::kReserved, PodHostRequest(retried)).ok());
+  s.ApplyPod(Pod("web", "n1", 4000, 1000));  // a pod without a GPU arrives meanwhile
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().gpu_cpu_milli, 1000 / 2.0);
+  // The API server refused the bind: the pod did not arrive, and its weight leaves the window.
+  ASSERT_TRUE(s.ReleaseReservation(id, a));
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().gpu_cpu_milli, 0);
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().other_cpu_milli, 4000);
+  // kube-scheduler retries, and the retry binds: one GPU pod in the window, the newest.
+  ASSERT_TRUE(s.Reserve(claim, a, HoldingSource::kReserved, PodHostRequest(retried)).ok());
+  s.ApplyPod(retried);
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().gpu_cpu_milli, 1000);
+  EXPECT_DOUBLE_EQ(s.recent_host_demand().other_cpu_milli, 4000 / 2.0);
+  EXPECT_EQ(s.HostRequested("n1"), H(5000, 2000, 2));
+}
+
 TEST(RecentHostDemandTest, ARelistKeepsTheWindowItDoesNotRebuildIt) {
   Mirror mirror(TestCatalog(), MirrorOptions{});
   ObjectBatch batch;
