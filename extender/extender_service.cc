@@ -6,6 +6,7 @@
 #include "extender/extender_service.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -1222,6 +1223,26 @@ std::string ExtenderService::DebugStateJson() const {
       w.EndObject();
     }
     w.EndArray();
+
+    // The window of recent host demand fgd reads (docs/fgd.md "Pods beside the GPUs"):
+    // decayed sums of the requests of the pods as they arrived on a host, GPU pods and others.
+    const ClusterState::RecentHostDemand& recent = state.recent_host_demand();
+    auto demand = [&](const char* key, double cpu_milli, double memory_bytes) {
+      w.Key(key);
+      w.StartObject();
+      w.Key("cpu_milli");
+      w.Int64(std::llround(cpu_milli));
+      w.Key("memory_bytes");
+      w.Int64(std::llround(memory_bytes));
+      w.EndObject();
+    };
+    w.Key("recent_host_demand");
+    w.StartObject();
+    demand("gpu_pods", recent.gpu_cpu_milli, recent.gpu_memory_bytes);
+    demand("other_pods", recent.other_cpu_milli, recent.other_memory_bytes);
+    w.Key("pods_counted");
+    w.Int64(recent.arrivals);
+    w.EndObject();
 
     std::vector<ProjectId> projects;
     for (size_t i = 0; i < state.project_count(); ++i) {

@@ -6,6 +6,7 @@
 #include "extender/extender_service.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -571,6 +572,14 @@ TEST_F(ExtenderServiceTest, DebugStateShowsHostAllocatableAndRequests) {
   EXPECT_EQ(hosts["gpu-node-gone"],
             R"({"cpu_milli":null,"memory_bytes":null,"pods":null} )"
             R"({"cpu_milli":1000,"memory_bytes":0,"pods":1})");
+  // The window fgd reads: each pod as it arrived on a host, the earlier ones decayed by
+  // 2^(-1/2000) per newer pod (MirrorOptions' half-life); train is the one GPU pod.
+  const double decay = std::exp2(-1.0 / 2000);
+  EXPECT_EQ(ToJson(state["recent_host_demand"]),
+            absl::StrCat(R"({"gpu_pods":{"cpu_milli":)", std::llround(2000 * decay),
+                         R"(,"memory_bytes":0},"other_pods":{"cpu_milli":)",
+                         std::llround(1500 * decay * decay + 1000), R"(,"memory_bytes":)",
+                         std::llround(1073741824 * decay * decay), R"(},"pods_counted":3})"));
 }
 
 // What a user expects of a pod that asks for no catalog resource (it reaches bind when it
