@@ -1090,243 +1090,270 @@ void WriteDraDebug(JsonWriter& w, const ClusterState& state,
   w.EndArray();
   w.EndObject();
 }
+
+// /debug/state's "units": every unit of every node, sorted by node and resource, with its
+// holders.
+void WriteUnitsDebug(JsonWriter& w, const ClusterState& state,
+                     const std::vector<const NodeState*>& nodes) {
+  const Catalog& catalog = state.catalog();
+  auto project_name = [&](ProjectId id) -> std::string {
+    return id == kNoProject ? std::string() : state.project(id).name;
+  };
+  w.Key("units");
+  w.StartArray();
+  for (const NodeState* node : nodes) {
+    std::vector<const NodeOffering*> offerings;
+    for (const NodeOffering& no : node->offerings) offerings.push_back(&no);
+    std::sort(offerings.begin(), offerings.end(),
+              [&](const NodeOffering* a, const NodeOffering* b) {
+                return catalog.Get(a->offering).resource < catalog.Get(b->offering).resource;
+              });
+    for (const NodeOffering* no : offerings) {
+      const std::string& resource = catalog.Get(no->offering).resource;
+      for (const Unit& unit : no->units) {
+        w.StartObject();
+        w.Key("id");
+        String(w, UnitId(node->name, resource, unit.index));
+        w.Key("node");
+        String(w, node->name);
+        w.Key("resource");
+        String(w, resource);
+        w.Key("capacity");
+        w.Int(unit.capacity);
+        w.Key("used");
+        w.Int(unit.used);
+        w.Key("owner");
+        if (unit.owner == kNoProject) {
+          w.Null();
+        } else {
+          String(w, project_name(unit.owner));
+        }
+        w.Key("draining");
+        w.Bool(unit.draining);
+        w.Key("kind");
+        String(w, DraNodeKindName(ClusterState::KindOf(*node, no->offering)));
+        if (no->dra && static_cast<size_t>(unit.index) < no->unit_devices.size()) {
+          // DRA-backed: the device (driver/pool/name) and its UUID ("" when it publishes
+          // none); user_claim: a user-made ResourceClaim holds it (no new holders).
+          w.Key("device");
+          String(w, no->unit_devices[static_cast<size_t>(unit.index)]);
+          w.Key("uuid");
+          String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
+          w.Key("user_claim");
+          w.Bool(unit.user_claimed);
+          if (!no->dra_problem.empty()) {
+            w.Key("dra_problem");
+            String(w, no->dra_problem);
+          }
+        } else if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
+          // The node agent's published inventory (when trusted): the device and its health.
+          w.Key("uuid");
+          String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
+          w.Key("healthy");
+          w.Bool(!unit.unhealthy);
+        }
+        if (!no->inventory_problem.empty()) {
+          w.Key("inventory_problem");
+          String(w, no->inventory_problem);
+        }
+        if (!no->unusable_reason.empty()) {
+          w.Key("unusable");
+          String(w, no->unusable_reason);
+        }
+        std::vector<std::string> holders;
+        for (const Holding& h : unit.holders) {
+          const PodRecord* rec = state.FindPodById(h.pod_id);
+          holders.push_back(rec != nullptr ? rec->key : "?");
+        }
+        std::sort(holders.begin(), holders.end());
+        w.Key("holders");
+        w.StartArray();
+        for (const std::string& h : holders) String(w, h);
+        w.EndArray();
+        w.EndObject();
+      }
+    }
+  }
+  w.EndArray();
+}
+
+// /debug/state's "hosts", the host view (cluster_state.h): per node known or with bound pods,
+// its allocatable (null where unknown) and what the bound, non-terminal pods request.
+void WriteHostsDebug(JsonWriter& w, const ClusterState& state,
+                     const std::vector<const NodeState*>& nodes) {
+  std::map<std::string, const NodeState*> hosts;
+  for (const NodeState* node : nodes) hosts.emplace(node->name, node);
+  for (const auto& [name, sum] : state.host_requested()) hosts.emplace(name, nullptr);
+  auto quantity = [&](const char* key, int64_t v) {
+    w.Key(key);
+    if (v == kHostUnknown) {
+      w.Null();
+    } else {
+      w.Int64(v);
+    }
+  };
+  w.Key("hosts");
+  w.StartArray();
+  for (const auto& [name, node] : hosts) {
+    w.StartObject();
+    w.Key("node");
+    String(w, name);
+    const HostResources unknown{kHostUnknown, kHostUnknown, kHostUnknown};
+    const HostResources& a = node != nullptr ? node->allocatable : unknown;
+    w.Key("allocatable");
+    w.StartObject();
+    quantity("cpu_milli", a.cpu_milli);
+    quantity("memory_bytes", a.memory_bytes);
+    quantity("pods", a.pods);
+    w.EndObject();
+    const HostResources r = state.HostRequested(name);
+    w.Key("requested");
+    w.StartObject();
+    quantity("cpu_milli", r.cpu_milli);
+    quantity("memory_bytes", r.memory_bytes);
+    quantity("pods", r.pods);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// /debug/state's "recent_host_demand", the window fgd reads (docs/fgd.md "Pods beside the
+// GPUs"): decayed sums of the requests of the pods as they arrived on a host, GPU pods and
+// the others apart.
+void WriteRecentHostDemandDebug(JsonWriter& w, const ClusterState& state) {
+  const ClusterState::RecentHostDemand& recent = state.recent_host_demand();
+  auto demand = [&](const char* key, double cpu_milli, double memory_bytes) {
+    w.Key(key);
+    w.StartObject();
+    w.Key("cpu_milli");
+    w.Int64(std::llround(cpu_milli));
+    w.Key("memory_bytes");
+    w.Int64(std::llround(memory_bytes));
+    w.EndObject();
+  };
+  w.Key("recent_host_demand");
+  w.StartObject();
+  demand("gpu_pods", recent.gpu_cpu_milli, recent.gpu_memory_bytes);
+  demand("other_pods", recent.other_cpu_milli, recent.other_memory_bytes);
+  w.Key("pods_counted");
+  w.Int64(recent.arrivals);
+  w.EndObject();
+}
+
+// /debug/state's "projects": each project that holds units or has a quota, its usage and
+// quota per resource.
+void WriteProjectsDebug(JsonWriter& w, const ClusterState& state) {
+  const Catalog& catalog = state.catalog();
+  std::vector<ProjectId> projects;
+  for (size_t i = 0; i < state.project_count(); ++i) {
+    projects.push_back(static_cast<ProjectId>(i));
+  }
+  std::sort(projects.begin(), projects.end(), [&](ProjectId a, ProjectId b) {
+    return state.project(a).name < state.project(b).name;
+  });
+  w.Key("projects");
+  w.StartArray();
+  for (ProjectId id : projects) {
+    const ProjectState& p = state.project(id);
+    std::map<std::string, OfferingId> offerings;  // sorted by resource
+    for (const auto& [off, n] : p.usage) {
+      if (n != 0) offerings.emplace(catalog.Get(off).resource, off);
+    }
+    for (const auto& [off, n] : p.quota) offerings.emplace(catalog.Get(off).resource, off);
+    // Projects are interned for good once seen (even by a bind that then failed); one that
+    // holds nothing and has no quota entry has nothing to show.
+    if (offerings.empty()) continue;
+    w.StartObject();
+    w.Key("name");
+    String(w, p.name);
+    w.Key("units");
+    w.StartObject();
+    for (const auto& [resource, off] : offerings) {
+      String(w, resource);
+      w.Int64(state.Usage(id, off));
+    }
+    w.EndObject();
+    w.Key("quota");
+    w.StartObject();
+    for (const auto& [resource, off] : offerings) {
+      String(w, resource);
+      w.Int64(state.Quota(id, off));
+    }
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// /debug/state's "agent_nodes": nodes served by a node agent and its liveness (docs/agent.md
+// "Agent liveness"): "stale" ones are refused at filter and bind; last_renewal is the agent's
+// last heartbeat on our clock as of its last change of state (null: none seen).
+void WriteAgentNodesDebug(JsonWriter& w, const std::vector<const NodeState*>& nodes) {
+  w.Key("agent_nodes");
+  w.StartArray();
+  for (const NodeState* node : nodes) {
+    if (!node->agent || node->removed) continue;
+    w.StartObject();
+    w.Key("node");
+    String(w, node->name);
+    w.Key("agent");
+    String(w, node->agent_stale ? "stale" : "live");
+    w.Key("last_renewal");
+    if (node->agent_last_renewal == absl::InfinitePast()) {
+      w.Null();
+    } else {
+      String(w, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", node->agent_last_renewal,
+                                 absl::UTCTimeZone()));
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// /debug/state's "audit": ClusterState::Audit() of the state as it is now.
+void WriteAuditDebug(JsonWriter& w, const ClusterState& state) {
+  const AuditReport audit = state.Audit();
+  w.Key("audit");
+  w.StartObject();
+  w.Key("oversubscribed_units");
+  w.Int64(audit.oversubscribed_units);
+  w.Key("multi_owner_units");
+  w.Int64(audit.multi_owner_units);
+  w.Key("over_quota_projects");
+  w.Int64(audit.over_quota_projects);
+  w.Key("problems");
+  w.StartArray();
+  for (const std::string& p : audit.problems) String(w, p);
+  w.EndArray();
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string ExtenderService::DebugStateJson() const {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   impl_->mirror->Read([&](const ClusterState& state) {
-    const Catalog& catalog = state.catalog();
-    auto project_name = [&](ProjectId id) -> std::string {
-      return id == kNoProject ? std::string() : state.project(id).name;
-    };
-    w.StartObject();
-    w.Key("ready");
-    w.Bool(Ready());
-
     std::vector<const NodeState*> nodes;
     nodes.reserve(state.nodes().size());
     for (const auto& [name, node] : state.nodes()) nodes.push_back(node.get());
     std::sort(nodes.begin(), nodes.end(),
               [](const NodeState* a, const NodeState* b) { return a->name < b->name; });
-    w.Key("units");
-    w.StartArray();
-    for (const NodeState* node : nodes) {
-      std::vector<const NodeOffering*> offerings;
-      for (const NodeOffering& no : node->offerings) offerings.push_back(&no);
-      std::sort(offerings.begin(), offerings.end(),
-                [&](const NodeOffering* a, const NodeOffering* b) {
-                  return catalog.Get(a->offering).resource < catalog.Get(b->offering).resource;
-                });
-      for (const NodeOffering* no : offerings) {
-        const std::string& resource = catalog.Get(no->offering).resource;
-        for (const Unit& unit : no->units) {
-          w.StartObject();
-          w.Key("id");
-          String(w, UnitId(node->name, resource, unit.index));
-          w.Key("node");
-          String(w, node->name);
-          w.Key("resource");
-          String(w, resource);
-          w.Key("capacity");
-          w.Int(unit.capacity);
-          w.Key("used");
-          w.Int(unit.used);
-          w.Key("owner");
-          if (unit.owner == kNoProject) {
-            w.Null();
-          } else {
-            String(w, project_name(unit.owner));
-          }
-          w.Key("draining");
-          w.Bool(unit.draining);
-          w.Key("kind");
-          String(w, DraNodeKindName(ClusterState::KindOf(*node, no->offering)));
-          if (no->dra && static_cast<size_t>(unit.index) < no->unit_devices.size()) {
-            // DRA-backed: the device (driver/pool/name) and its UUID ("" when it publishes
-            // none); user_claim: a user-made ResourceClaim holds it (no new holders).
-            w.Key("device");
-            String(w, no->unit_devices[static_cast<size_t>(unit.index)]);
-            w.Key("uuid");
-            String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
-            w.Key("user_claim");
-            w.Bool(unit.user_claimed);
-            if (!no->dra_problem.empty()) {
-              w.Key("dra_problem");
-              String(w, no->dra_problem);
-            }
-          } else if (static_cast<size_t>(unit.index) < no->unit_uuids.size()) {
-            // The node agent's published inventory (when trusted): the device and its health.
-            w.Key("uuid");
-            String(w, no->unit_uuids[static_cast<size_t>(unit.index)]);
-            w.Key("healthy");
-            w.Bool(!unit.unhealthy);
-          }
-          if (!no->inventory_problem.empty()) {
-            w.Key("inventory_problem");
-            String(w, no->inventory_problem);
-          }
-          if (!no->unusable_reason.empty()) {
-            w.Key("unusable");
-            String(w, no->unusable_reason);
-          }
-          std::vector<std::string> holders;
-          for (const Holding& h : unit.holders) {
-            const PodRecord* rec = state.FindPodById(h.pod_id);
-            holders.push_back(rec != nullptr ? rec->key : "?");
-          }
-          std::sort(holders.begin(), holders.end());
-          w.Key("holders");
-          w.StartArray();
-          for (const std::string& h : holders) String(w, h);
-          w.EndArray();
-          w.EndObject();
-        }
-      }
-    }
-    w.EndArray();
-
-    // The host view (cluster_state.h): per node known or with bound pods, its allocatable
-    // (null where unknown) and what the bound, non-terminal pods request.
-    std::map<std::string, const NodeState*> hosts;
-    for (const NodeState* node : nodes) hosts.emplace(node->name, node);
-    for (const auto& [name, sum] : state.host_requested()) hosts.emplace(name, nullptr);
-    auto quantity = [&](const char* key, int64_t v) {
-      w.Key(key);
-      if (v == kHostUnknown) {
-        w.Null();
-      } else {
-        w.Int64(v);
-      }
-    };
-    w.Key("hosts");
-    w.StartArray();
-    for (const auto& [name, node] : hosts) {
-      w.StartObject();
-      w.Key("node");
-      String(w, name);
-      const HostResources unknown{kHostUnknown, kHostUnknown, kHostUnknown};
-      const HostResources& a = node != nullptr ? node->allocatable : unknown;
-      w.Key("allocatable");
-      w.StartObject();
-      quantity("cpu_milli", a.cpu_milli);
-      quantity("memory_bytes", a.memory_bytes);
-      quantity("pods", a.pods);
-      w.EndObject();
-      const HostResources r = state.HostRequested(name);
-      w.Key("requested");
-      w.StartObject();
-      quantity("cpu_milli", r.cpu_milli);
-      quantity("memory_bytes", r.memory_bytes);
-      quantity("pods", r.pods);
-      w.EndObject();
-      w.EndObject();
-    }
-    w.EndArray();
-
-    // The window of recent host demand fgd reads (docs/fgd.md "Pods beside the GPUs"):
-    // decayed sums of the requests of the pods as they arrived on a host, GPU pods and others.
-    const ClusterState::RecentHostDemand& recent = state.recent_host_demand();
-    auto demand = [&](const char* key, double cpu_milli, double memory_bytes) {
-      w.Key(key);
-      w.StartObject();
-      w.Key("cpu_milli");
-      w.Int64(std::llround(cpu_milli));
-      w.Key("memory_bytes");
-      w.Int64(std::llround(memory_bytes));
-      w.EndObject();
-    };
-    w.Key("recent_host_demand");
     w.StartObject();
-    demand("gpu_pods", recent.gpu_cpu_milli, recent.gpu_memory_bytes);
-    demand("other_pods", recent.other_cpu_milli, recent.other_memory_bytes);
-    w.Key("pods_counted");
-    w.Int64(recent.arrivals);
-    w.EndObject();
-
-    std::vector<ProjectId> projects;
-    for (size_t i = 0; i < state.project_count(); ++i) {
-      projects.push_back(static_cast<ProjectId>(i));
-    }
-    std::sort(projects.begin(), projects.end(), [&](ProjectId a, ProjectId b) {
-      return state.project(a).name < state.project(b).name;
-    });
-    w.Key("projects");
-    w.StartArray();
-    for (ProjectId id : projects) {
-      const ProjectState& p = state.project(id);
-      std::map<std::string, OfferingId> offerings;  // sorted by resource
-      for (const auto& [off, n] : p.usage) {
-        if (n != 0) offerings.emplace(catalog.Get(off).resource, off);
-      }
-      for (const auto& [off, n] : p.quota) offerings.emplace(catalog.Get(off).resource, off);
-      // Projects are interned for good once seen (even by a bind that then failed); one that
-      // holds nothing and has no quota entry has nothing to show.
-      if (offerings.empty()) continue;
-      w.StartObject();
-      w.Key("name");
-      String(w, p.name);
-      w.Key("units");
-      w.StartObject();
-      for (const auto& [resource, off] : offerings) {
-        String(w, resource);
-        w.Int64(state.Usage(id, off));
-      }
-      w.EndObject();
-      w.Key("quota");
-      w.StartObject();
-      for (const auto& [resource, off] : offerings) {
-        String(w, resource);
-        w.Int64(state.Quota(id, off));
-      }
-      w.EndObject();
-      w.EndObject();
-    }
-    w.EndArray();
-
-    // Nodes served by a node agent and its liveness (docs/agent.md "Agent liveness"):
-    // "stale" ones are refused at filter and bind; last_renewal is the agent's last heartbeat
-    // on our clock as of its last change of state (null: none seen).
-    w.Key("agent_nodes");
-    w.StartArray();
-    for (const NodeState* node : nodes) {
-      if (!node->agent || node->removed) continue;
-      w.StartObject();
-      w.Key("node");
-      String(w, node->name);
-      w.Key("agent");
-      String(w, node->agent_stale ? "stale" : "live");
-      w.Key("last_renewal");
-      if (node->agent_last_renewal == absl::InfinitePast()) {
-        w.Null();
-      } else {
-        String(w, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", node->agent_last_renewal,
-                                   absl::UTCTimeZone()));
-      }
-      w.EndObject();
-    }
-    w.EndArray();
-
+    w.Key("ready");
+    w.Bool(Ready());
+    WriteUnitsDebug(w, state, nodes);
+    WriteHostsDebug(w, state, nodes);
+    WriteRecentHostDemandDebug(w, state);
+    WriteProjectsDebug(w, state);
+    WriteAgentNodesDebug(w, nodes);
     if (state.options().dra) WriteDraDebug(w, state, nodes);
-
     w.Key("nodes");
     w.Uint64(state.nodes().size());
     w.Key("pods");
     w.Uint64(state.pods().size());
-    const AuditReport audit = state.Audit();
-    w.Key("audit");
-    w.StartObject();
-    w.Key("oversubscribed_units");
-    w.Int64(audit.oversubscribed_units);
-    w.Key("multi_owner_units");
-    w.Int64(audit.multi_owner_units);
-    w.Key("over_quota_projects");
-    w.Int64(audit.over_quota_projects);
-    w.Key("problems");
-    w.StartArray();
-    for (const std::string& p : audit.problems) String(w, p);
-    w.EndArray();
-    w.EndObject();
+    WriteAuditDebug(w, state);
     w.EndObject();
   });
   return Finish(buf);
