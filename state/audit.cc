@@ -134,9 +134,10 @@ class Auditor {
   }
 
   // The derived counters (summaries, held units, room rows and their slots, the per-project
-  // index), recomputed from the units: Reindex must have kept them current.
+  // index, the open units per offering), recomputed from the units: Reindex must have kept them current.
   void CheckDerivedIndexes() {
     absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> with_room;
+    std::vector<int64_t> open_units(s_.catalog_->size(), 0);
     for (const auto& entry : s_.nodes_) {
       const std::string& name = entry.first;
       int32_t held_units = 0;
@@ -148,6 +149,7 @@ class Auditor {
                 " disagrees with its units");
         }
         if (fresh.open) {
+          open_units[static_cast<size_t>(no.offering)] += fresh.live_units;
           for (const OwnedUnits& o : fresh.owned) {
             if (o.reachable_with_room > 0) {
               with_room[{o.project, no.offering}] += o.reachable_with_room;
@@ -164,6 +166,9 @@ class Auditor {
     CheckUnownedSlots();
     if (with_room != s_.owned_with_room_) {
       Stale("the per-project index of owned units with room disagrees with the nodes' units");
+    }
+    if (open_units != s_.open_units_) {
+      Stale("the cluster's open units per offering disagree with the nodes' units");
     }
   }
 

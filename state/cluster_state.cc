@@ -38,7 +38,8 @@ NodeOffering* NodeState::Find(OfferingId id) {
 ClusterState::ClusterState(std::shared_ptr<const Catalog> catalog, MirrorOptions options)
     : catalog_(std::move(catalog)),
       options_(std::move(options)),
-      room_rows_(catalog_->size(), std::vector<RoomRow>(1)) {
+      room_rows_(catalog_->size(), std::vector<RoomRow>(1)),
+      open_units_(catalog_->size(), 0) {
   BumpNodeSetVersion();
   RecomputeQuotas();  // the static quotas apply before any ResourceQuota arrives
   RefreshDraDrift();  // DRA mode: every catalog DeviceClass is missing until one arrives

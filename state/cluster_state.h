@@ -534,6 +534,10 @@ class ClusterState {
   // (OwnedUnits::reachable_with_room: on DRA-backed ones, the allocator's predicted pick
   // only), cluster-wide: the spill check of I3 without a scan of every node.
   int32_t OwnedUnitsWithRoom(ProjectId project, OfferingId offering) const;
+  // Live units of each offering (by OfferingId) on the node offerings open to new holders
+  // (OfferingSummary::open, live_units), cluster-wide: the capacity of each pool that pods can
+  // still be placed on, which fgd weighs its expected demand against.
+  const std::vector<int64_t>& open_units() const { return open_units_; }
 
   // ---- DRA mode (dra_nodes.cc, docs/dra.md); no-ops unless MirrorOptions::dra ----
   // Turns DRA mode on (--dra-mode resolved after the mirror was made); meant for an empty
@@ -791,6 +795,8 @@ class ClusterState {
   absl::flat_hash_map<std::string, NodeObject> dra_node_objects_;
   // (project, offering) -> OwnedUnits::with_room summed over open node offerings.
   absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> owned_with_room_;
+  // open_units(): OfferingSummary::live_units summed over open node offerings.
+  std::vector<int64_t> open_units_;
 };
 
 }  // namespace gse

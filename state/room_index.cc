@@ -211,6 +211,7 @@ OfferingSummary ClusterState::Summarise(const NodeState& node, const NodeOfferin
 
 void ClusterState::AddToIndex(const NodeOffering& no, int32_t sign) {
   if (!no.summary.open) return;
+  open_units_[static_cast<size_t>(no.offering)] += sign * no.summary.live_units;
   for (const OwnedUnits& o : no.summary.owned) {
     if (o.reachable_with_room == 0) continue;
     auto key = std::make_pair(o.project, no.offering);

@@ -1249,6 +1249,33 @@ TEST_F(ClusterStateTest, SummaryAndOwnedIndexFollowEveryChange) {
   ExpectClean();
 }
 
+// fgd weighs the mix's demand against each pool's open capacity (ClusterState::open_units):
+// the live units of the offerings that can take new holders, summed over the cluster, kept
+// as nodes come, change and go (Audit() recounts it).
+TEST_F(ClusterStateTest, OpenUnitsCountEachOfferingsLiveUnitsOnOpenNodes) {
+  const size_t ts = static_cast<size_t>(Id(kTs)), gpu = static_cast<size_t>(Id(kGpu));
+  ASSERT_EQ(state_.open_units().size(), catalog_->size());
+  EXPECT_EQ(state_.open_units()[ts], 0);
+  ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 8}, {kGpu, 2}})));  // 2 slices x 4 tickets
+  ASSERT_TRUE(state_.ApplyNode(Node("n2", {{kTs, 4}, {kGpu, 1}})));
+  EXPECT_EQ(state_.open_units()[ts], 3);
+  EXPECT_EQ(state_.open_units()[gpu], 3);
+  // Holders do not change the capacity.
+  ASSERT_TRUE(state_.Reserve(Claim("a", "t0"), A("n1", kTs, {0})).ok());
+  EXPECT_EQ(state_.open_units()[ts], 3);
+  // A node that advertises fewer units, and one that is deleted.
+  ASSERT_TRUE(state_.ApplyNode(Node("n2", {{kTs, 4}})));
+  EXPECT_EQ(state_.open_units()[gpu], 2);
+  state_.RemoveNode("n1");
+  EXPECT_EQ(state_.open_units()[ts], 1);
+  EXPECT_EQ(state_.open_units()[gpu], 0);
+  ExpectClean();
+  ASSERT_TRUE(state_.ApplyNode(Node("n1", {{kTs, 8}, {kGpu, 2}})));
+  EXPECT_EQ(state_.open_units()[ts], 3);
+  EXPECT_EQ(state_.open_units()[gpu], 2);
+  ExpectClean();
+}
+
 // The dense room tables that filters read instead of the nodes: each node's row says what its
 // summary says (or why the offering is not open there), rows follow every change, and a slot
 // freed by an erased node is empty again before the next node takes it.
