@@ -169,16 +169,22 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
                                     const std::vector<absl::string_view>& names, bool dra_notes) {
   FilterDecision d;
   d.verdicts.assign(names.size(), FitReason::kFits);
-  ClusterState::RecentHostDemand recent;
+  ClusterOutlook outlook;
   mirror_->Read([&](const ClusterState& state) {
     d.request = ResolveOn(state, pod);
     d.offering_label = OfferingLabel(state, d.request);
+    // I6: a pod asking for no catalog resource passes every node, known or not.
+    if (!d.request.interested()) return;
     // The pods without a GPU that kube-scheduler places by its own scores land anywhere, so
     // a policy should keep room for them beside idle GPUs. When every pod comes here they are
     // the policy's own placements (it puts them where they strand no GPU): none to expect.
-    if (!options_.every_pod) recent = state.recent_host_demand();
-    // I6: a pod asking for no catalog resource passes every node, known or not.
-    if (!d.request.interested()) return;
+    // Then, too, it keeps cpu beside every pool's idle capacity in full: packing those pods
+    // itself, it would otherwise fill the cpu beside every pool the mix asks little of, and
+    // leave its few tasks nowhere to go (docs/fgd.md, "Pools the mix asks little of").
+    if (!options_.every_pod) {
+      outlook.recent_host_demand = state.recent_host_demand();
+      outlook.open_units = state.open_units();
+    }
     const std::shared_ptr<const CandidateNodes> candidates = LookUp(state, names);
     FilterOutcome outcome =
         FilterNodes(state, d.request, candidates->nodes, candidates->slots, [](size_t) {});
@@ -190,7 +196,7 @@ FilterDecision DecisionCore::Filter(const PodObject& pod,
   });
   // Filter sees every pod kube-scheduler considers, fitting or not: what a learning policy
   // learns the expected mix of tasks from.
-  if (d.request.interested() && d.request.unresolvable.empty()) policy_->ObservePending(pod, d.request, recent);
+  if (d.request.interested() && d.request.unresolvable.empty()) policy_->ObservePending(pod, d.request, outlook);
   return d;
 }
 

@@ -48,6 +48,9 @@ struct Device {
   int32_t index = 0;
   int32_t free_a = 0, cap_a = 1;
   int32_t free_b = 0, cap_b = 1;
+  // A time-sliced unit that a project holds: its free tickets. F sees the unit as taken (no
+  // new project may open it); the starved term counts them (Impl::StarvedIdle).
+  int32_t held_free = 0;
 
   bool operator<(const Device& o) const {
     return std::tie(a, b, free_a, cap_a, free_b, cap_b) <
@@ -108,6 +111,11 @@ struct FragmentationModel::Impl {
   // popularity-weighted), with the share of the pods that take no GPU
   // (FragmentationOptions::other_*): what idle GPU capacity needs beside it to be used.
   double cpu_per_gpu = 0, memory_per_gpu = 0;
+  // How much the starved term counts a device's idle capacity, by the offering of its first
+  // half (Device::a): 1 for the pool the mix asks most of relative to its open capacity, and
+  // for every pool when the capacity is unknown; less for a pool the mix asks less of per
+  // unit of capacity (FragmentationOptions::open_units).
+  std::vector<double> starved_weight;
   std::vector<Task> tasks;
   HostFreeFn host_free;
   // Mean host demand of the mix's tasks per (offering, amount): what a placement takes.
@@ -125,6 +133,13 @@ struct FragmentationModel::Impl {
     double f = static_cast<double>(d.free_a) / std::max(1, d.cap_a);
     if (d.b != kNoOffering) f = std::max(f, static_cast<double>(d.free_b) / std::max(1, d.cap_b));
     return size[static_cast<size_t>(d.a)] * f;
+  }
+  // The idle capacity that the starved term asks the node's cpu and memory to feed.
+  // The free tickets of a unit a project holds count in full: the project's next tickets
+  // must join it (I3), so they are demand, not spare capacity.
+  double StarvedIdle(const Device& d) const {
+    const size_t a = static_cast<size_t>(d.a);
+    return starved_weight[a] * Idle(d) + size[a] * static_cast<double>(d.held_free) / std::max(1, d.cap_a);
   }
 
   // Devices of the node, twins merged, in unit order.
@@ -165,6 +180,7 @@ struct FragmentationModel::Impl {
         d.index = unit.index;
         d.free_a = free;
         d.cap_a = cap;
+        if (o.sharing == Sharing::kTimeSliced && !unit.Empty()) d.held_free = std::max(0, unit.Free());
         if (twin != kNoOffering) {
           // Fill in the twin if it came first in offering order.
           auto it = std::find_if(out->begin(), out->end(), [&](const Device& x) {
@@ -352,6 +368,44 @@ absl::Status ResolveTwins(const Catalog& catalog,
   return absl::OkStatus();
 }
 
+// Impl::starved_weight. The starved term keeps cpu and memory beside idle capacity for the
+// tasks expected to come for it; a pool the mix asks little of per unit of its capacity keeps
+// most of its idle capacity idle whatever the node's cpu, and counting it as starved would
+// steer cpu-hungry pods away from its nodes, onto the nodes of the pools that do run out.
+// So each pool's idle capacity counts by its demand per unit of capacity, relative to the
+// pool most asked of: demand = the mix's GPU-equivalents for the offering (and its twin: the
+// same devices), capacity = its open units' GPU-equivalents (ClusterState::open_units).
+std::vector<double> StarvedWeights(const FragmentationModel::Impl& impl,
+                                   const std::vector<int64_t>& open_units) {
+  const size_t n = impl.size.size();
+  std::vector<double> weight(n, 1.0);
+  if (open_units.empty()) return weight;  // capacity unknown: every pool counts in full
+  std::vector<double> demand(n, 0.0);
+  for (const Task& t : impl.tasks) {
+    const Offering& o = impl.Get(t.offering);
+    const double units = o.sharing == Sharing::kExclusive ? static_cast<double>(t.amount)
+                                                          : static_cast<double>(t.amount) / std::max(1, o.replicas);
+    demand[static_cast<size_t>(t.offering)] += t.p * units * impl.size[static_cast<size_t>(t.offering)];
+  }
+  // Demand per unit of capacity, a twin pair counted once over the exclusive half's units.
+  std::vector<double> ratio(n, -1.0);  // < 0: no open capacity
+  double most = 0;
+  for (size_t o = 0; o < n; ++o) {
+    const OfferingId twin = impl.twin_of[o];
+    const size_t devices = twin != kNoOffering && impl.twin_primary[o] == 0 ? static_cast<size_t>(twin) : o;
+    const double capacity = static_cast<double>(open_units[devices]) * impl.size[devices];
+    if (!(capacity > 0)) continue;
+    const double asked = demand[o] + (twin != kNoOffering ? demand[static_cast<size_t>(twin)] : 0.0);
+    ratio[o] = asked / capacity;
+    most = std::max(most, ratio[o]);
+  }
+  if (!(most > 0)) return weight;  // the mix asks nothing of what is open: nothing to tell apart
+  for (size_t o = 0; o < n; ++o) {
+    if (ratio[o] >= 0) weight[o] = ratio[o] / most;
+  }
+  return weight;
+}
+
 absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
     std::shared_ptr<const Catalog> catalog, const FragmentationOptions& options) {
   if (catalog == nullptr) return absl::InvalidArgumentError("fragmentation: no catalog");
@@ -359,6 +413,17 @@ absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
   impl->catalog = catalog;
   for (const Offering& o : catalog->offerings()) impl->size.push_back(UnitGpuFraction(o));
   if (absl::Status s = ResolveTwins(*catalog, options.twins, impl.get()); !s.ok()) return s;
+  if (!options.open_units.empty() && options.open_units.size() != catalog->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("open_units: must be empty or one count per catalog offering (",
+                                                   catalog->size(), "), got ", options.open_units.size()));
+  }
+  for (size_t i = 0; i < options.open_units.size(); ++i) {
+    if (options.open_units[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("open_units[", i, "] (", catalog->Get(static_cast<OfferingId>(i)).resource,
+                       "): must be >= 0, got ", options.open_units[i]));
+    }
+  }
   double total = 0;
   for (size_t i = 0; i < options.tasks.size(); ++i) {
     const TaskClass& tc = options.tasks[i];
@@ -425,6 +490,7 @@ absl::StatusOr<std::unique_ptr<FragmentationModel::Impl>> BuildImpl(
       impl->memory_per_gpu = m / g * (1 + options.other_memory_per_task_memory);
     }
   }
+  impl->starved_weight = StarvedWeights(*impl, options.open_units);
   return impl;
 }
 
@@ -469,7 +535,8 @@ class DeviceView {
     if (!pod_known_) return impl_.Mask(false, 0, 0);
     return impl_.Mask(true, cpu_ - pod_cpu_, memory_ - pod_memory_);
   }
-  // Change of Impl::Starved when the pod takes its cpu/memory and leaves `idle_after`.
+  // Change of Impl::Starved when the pod takes its cpu/memory and leaves `idle_after`
+  // (both from StarvedIdle).
   double StarvedDelta(double idle_before, double idle_after) const {
     if (!pod_known_) return 0;
     const double c = static_cast<double>(cpu_), m = static_cast<double>(memory_);
@@ -491,7 +558,11 @@ class DeviceView {
       int32_t& free = is_a ? d.free_a : d.free_b;
       switch (sharing) {
         case Sharing::kExclusive:
+          free = 0;
+          break;
         case Sharing::kTimeSliced:
+          // Opened by the pod (its other tickets are the project's now) or joined.
+          d.held_free = static_cast<int32_t>(std::max<int64_t>(0, (free > 0 ? d.cap_a : d.held_free) - amount));
           free = 0;
           break;
         case Sharing::kMps:
@@ -507,6 +578,11 @@ class DeviceView {
   double Idle(const DeviceList& ds) const {
     double t = 0;
     for (const Device& d : ds) t += impl_.Idle(d);
+    return t;
+  }
+  double StarvedIdle(const DeviceList& ds) const {
+    double t = 0;
+    for (const Device& d : ds) t += impl_.StarvedIdle(d);
     return t;
   }
 
@@ -838,7 +914,7 @@ class FgdPolicy final : public FragPolicyBase {
                const HostMask& after_mask, double before) const override {
     // F's delta, plus the approach to F's host cliff (Impl::Starved): both in GPUs.
     return impl().F(product, after, after_mask) - before +
-           view.StarvedDelta(view.Idle(view.devices()), view.Idle(after));
+           view.StarvedDelta(view.StarvedIdle(view.devices()), view.StarvedIdle(after));
   }
   int64_t Grade(Sharing sharing, const Choice& c) const override {
     if (c.owned) return kMaxExtenderPriority;  // the project's own time-sliced unit
@@ -874,7 +950,8 @@ class FgdPolicy final : public FragPolicyBase {
     Choice c;
     if (idle > 0) {
       c.delta = impl().F(node.gpu_product, view.devices(), view.MaskAfter()) -
-                impl().F(node.gpu_product, view.devices(), view.MaskBefore()) + view.StarvedDelta(idle, idle);
+                impl().F(node.gpu_product, view.devices(), view.MaskBefore()) +
+                view.StarvedDelta(view.StarvedIdle(view.devices()), view.StarvedIdle(view.devices()));
     }
     return Grade(Sharing::kExclusive, c);
   }

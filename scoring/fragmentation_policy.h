@@ -104,6 +104,12 @@ struct FragmentationOptions {
   // recent_host_demand; docs/fgd.md, "Pods beside the GPUs").
   double other_cpu_per_task_cpu = 0;
   double other_memory_per_task_memory = 0;
+  // The cluster's open units per offering (ClusterState::open_units(), by OfferingId; empty:
+  // unknown). The starved term counts each pool's idle capacity by how much the mix asks of
+  // it per unit of capacity, relative to the pool most asked of (1 for that pool, and for
+  // every pool when empty): idle capacity that no expected task comes for needs no cpu
+  // beside it (docs/fgd.md, "Pools the mix asks little of").
+  std::vector<int64_t> open_units;
 };
 // The largest FragmentationOptions::other_*: a bound against nonsense (100 times the GPU
 // pods' own demand already leaves every idle GPU of any real node starved).

@@ -24,6 +24,14 @@ namespace gse {
 
 inline constexpr int64_t kMaxExtenderPriority = 10;
 
+// What filter read of the mirror for a policy that learns (PlacementPolicy::ObservePending).
+struct ClusterOutlook {
+  // ClusterState::recent_host_demand(); all zero when every pod comes to the extender
+  // (DecisionCore::Options::every_pod): those pods are the policy's own placements.
+  ClusterState::RecentHostDemand recent_host_demand;
+  std::vector<int64_t> open_units;  // ClusterState::open_units(); empty when every pod comes
+};
+
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
@@ -57,12 +65,11 @@ class PlacementPolicy {
   // nullptr (the default) means this policy itself.
   virtual std::shared_ptr<const PlacementPolicy> Snapshot() const { return nullptr; }
   // Called by filter with each pod kube-scheduler asks about (any number of times per pod),
-  // outside the mirror's locks, with the mirror's recent host demand as filter read it (all
-  // zero when every pod comes to the extender: DecisionCore::Options::every_pod). A policy
-  // that learns from them must be thread-safe.
+  // outside the mirror's locks, with what filter read of the mirror (ClusterOutlook). A
+  // policy that learns from them must be thread-safe.
   virtual void ObservePending(const PodObject& pod, const PodRequest& request,
-                              const ClusterState::RecentHostDemand& recent) const {
-    (void)pod, (void)request, (void)recent;
+                              const ClusterOutlook& outlook) const {
+    (void)pod, (void)request, (void)outlook;
   }
   // Whether, when kube-scheduler sends the extender every pod (DecisionCore::Options::
   // every_pod), this policy's best node should win outright rather than share the decision

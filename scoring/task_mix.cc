@@ -258,7 +258,7 @@ double OtherPerGpuDemand(double other, double gpu) {
 }  // namespace
 
 void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& request,
-                                      const ClusterState::RecentHostDemand& recent) const {
+                                      const ClusterOutlook& outlook) const {
   TaskClass task;
   if (!TaskOfRequest(*catalog_, request, AcceptedGpuProducts(pod), &task)) return;
   if (!learner_.Observe(pod.uid, task)) return;
@@ -271,8 +271,10 @@ void LearnedFgdPolicy::ObservePending(const PodObject& pod, const PodRequest& re
   fo.tasks = learner_.Current();
   fo.host_free = host_free_;
   fo.twins = twins_;
+  const ClusterState::RecentHostDemand& recent = outlook.recent_host_demand;
   fo.other_cpu_per_task_cpu = OtherPerGpuDemand(recent.other_cpu_milli, recent.gpu_cpu_milli);
   fo.other_memory_per_task_memory = OtherPerGpuDemand(recent.other_memory_bytes, recent.gpu_memory_bytes);
+  fo.open_units = outlook.open_units;
   // Every class comes from a resolved request of this catalog, or from the seed that Create
   // accepted, and the ratios are in range: a failure would be a bug; the current policy
   // then stays.

@@ -115,10 +115,11 @@ class LearnedFgdPolicy final : public PlacementPolicy {
     return Current()->ChooseUnits(state, request, node);
   }
   std::shared_ptr<const PlacementPolicy> Snapshot() const override { return Current(); }
-  // Learns the pod's class, and the mirror's ratio of the host demand of pods without a GPU
-  // to that of GPU pods (FragmentationOptions::other_*), which the next publish uses.
+  // Learns the pod's class; the next publish uses the latest outlook's ratio of the host
+  // demand of pods without a GPU to that of GPU pods (FragmentationOptions::other_*) and its
+  // open units (FragmentationOptions::open_units).
   void ObservePending(const PodObject& pod, const PodRequest& request,
-                      const ClusterState::RecentHostDemand& recent) const override;
+                      const ClusterOutlook& outlook) const override;
   bool DecidesOutrightSeeingEveryPod() const override { return true; }  // as fgd
 
   const TaskMixLearner& learner() const { return learner_; }

@@ -259,6 +259,155 @@ TEST(LearnedFgdPolicy, CountsTheCpuOfPodsWithoutAGpuBesideEachIdleGpu) {
   EXPECT_GT(scores[true][0], scores[true][1]) << "a's second GPU would starve: use it";
 }
 
+// A pool the mix asks little of keeps most of its idle capacity idle whatever the node's
+// cpu: fgd's starved term counts each pool's idle capacity by the mix's demand per unit of
+// the cluster's open capacity (FragmentationOptions::open_units, from the mirror through
+// filter). Node "slices" has 2 time-sliced GPUs, node "mixed" 2 whole GPUs and 2
+// time-sliced ones, 16 cpus each; the mix is mostly whole-GPU pods of 8 cpus, with a few
+// tickets. A ticket pod of 8 cpus then goes to "slices": on "mixed" its cpu would starve a
+// whole GPU that the next pods want. Counting the idle slices in full, the two nodes look
+// alike (each then has more idle capacity than cpu to feed it), and so they do when every
+// pod comes to the extender.
+TEST(LearnedFgdPolicy, IdleCapacityThatTheMixAsksLittleOfNeedsNoCpuBesideIt) {
+  constexpr char kTs[] = "nvidia.com/gpu.shared";
+  std::vector<Offering> offerings(2);
+  offerings[0].resource = kGpu;
+  offerings[1].resource = kTs;
+  offerings[1].sharing = Sharing::kTimeSliced;
+  offerings[1].replicas = 4;
+  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto catalog = std::make_shared<const Catalog>(*std::move(built));
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-a", {}});
+    for (const auto& [name, whole] : {std::pair{"slices", 0}, std::pair{"mixed", 2}}) {
+      NodeObject n = GpuNode(name, 16000);
+      n.allocatable_milli[kGpu] = whole * 1000;
+      n.allocatable_milli[kTs] = 2 * 4000;
+      b.nodes.push_back(n);
+    }
+    s.ApplyBatch(b);
+    return true;
+  });
+  auto ticket_pod = [&](const std::string& name, int64_t cpu_milli) {
+    PodObject p = TeamAPod(name, "", cpu_milli, /*gpu=*/false);
+    p.containers[0].requests_milli[kTs] = 1000;
+    p.containers[0].limits_milli[kTs] = 1000;
+    return p;
+  };
+  TaskMixOptions o;
+  o.seed_pods = 1;
+  o.republish_every = 16;
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DecisionCore core(&mirror, policy->get());
+  const std::vector<absl::string_view> nodes = {"slices", "mixed"};
+  for (int i = 0; i < 64; ++i) {
+    core.Filter(i % 8 == 0 ? ticket_pod(absl::StrCat("infer-", i), 2000) : GpuPod(absl::StrCat("train-", i), 8000),
+                nodes);
+  }
+  const PodObject probe = ticket_pod("probe", 8000);
+  const std::vector<int64_t> weighed = core.Prioritize(probe, nodes);
+  EXPECT_GT(weighed[0], weighed[1]) << "the ticket's cpu strands no whole GPU on \"slices\"";
+
+  // The same learned mix without the cluster's capacity: every pool's idle capacity in full.
+  FragmentationOptions fo;
+  fo.tasks = (*policy)->learner().Current();
+  fo.host_free = MirrorHostFree;
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> unweighed = MakeFragmentationPolicy(catalog, fo);
+  ASSERT_TRUE(unweighed.ok()) << unweighed.status();
+  DecisionCore plain(&mirror, unweighed->get());
+  const std::vector<int64_t> full = plain.Prioritize(probe, nodes);
+  EXPECT_EQ(full[0], full[1]);
+
+  // With every pod through the extender, fgd packs the pods without a GPU itself and keeps
+  // cpu beside every pool's idle capacity in full.
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> every =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  ASSERT_TRUE(every.ok()) << every.status();
+  DecisionCore::Options every_pod;
+  every_pod.every_pod = true;
+  DecisionCore all(&mirror, every->get(), every_pod);
+  for (int i = 0; i < 64; ++i) {
+    all.Filter(i % 8 == 0 ? ticket_pod(absl::StrCat("infer-", i), 2000) : GpuPod(absl::StrCat("train-", i), 8000),
+               nodes);
+  }
+  // (Its prioritize then names one node outright: the policy it learned scores as above.)
+  const std::shared_ptr<const PlacementPolicy> learned = (*every)->Snapshot();
+  DecisionCore judge(&mirror, learned.get());
+  EXPECT_EQ(judge.Prioritize(probe, nodes), full);
+}
+
+// A time-sliced unit that a project holds is where the project's next tickets must go (I3):
+// its free tickets need cpu beside them as much as an idle GPU does. Nodes "joinable" and
+// "full" (2 whole GPUs, 1 time-sliced GPU of 4 tickets, 12 cpus) differ only in team-b's
+// slice: 1 ticket taken on "joinable", all 4 on "full". A whole-GPU pod of 8 cpus leaves 4,
+// enough for the other whole GPU but not for the 3 tickets as well: it goes to "full".
+TEST(FgdPolicy, TheFreeTicketsOfAProjectsUnitNeedCpuBesideThem) {
+  constexpr char kTs[] = "nvidia.com/gpu.shared";
+  std::vector<Offering> offerings(2);
+  offerings[0].resource = kGpu;
+  offerings[1].resource = kTs;
+  offerings[1].sharing = Sharing::kTimeSliced;
+  offerings[1].replicas = 4;
+  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto catalog = std::make_shared<const Catalog>(*std::move(built));
+  Mirror mirror(catalog, MirrorOptions{});
+  mirror.Write([&](ClusterState& s) {
+    ObjectBatch b;
+    b.namespaces.push_back({"team-b", {}});
+    for (const char* name : {"joinable", "full"}) {
+      NodeObject n = GpuNode(name, 12000);
+      n.allocatable_milli[kTs] = 4000;
+      b.nodes.push_back(n);
+    }
+    s.ApplyBatch(b);
+    for (const auto& [node, tickets] : {std::pair{"joinable", 1}, std::pair{"full", 4}}) {
+      for (int i = 0; i < tickets; ++i) {
+        Assignment a;
+        a.node = node;
+        a.offering = catalog->Find(kTs)->id;
+        a.units = {0};
+        const std::string name = absl::StrCat(node, "-infer-", i);
+        EXPECT_TRUE(s.Reserve(PodClaim{"team-b/" + name, name + "-uid", "team-b", "team-b"}, a,
+                              HoldingSource::kReserved)
+                        .ok());
+      }
+    }
+    return true;
+  });
+  FragmentationOptions fo;
+  fo.tasks = {Task(kGpu, 1, 4000), Task(kTs, 1, 1000)};  // 4 cpus per GPU-equivalent
+  fo.host_free = MirrorHostFree;
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakeFragmentationPolicy(catalog, fo);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DecisionCore core(&mirror, policy->get());
+  const std::vector<int64_t> scores = core.Prioritize(GpuPod("train", 8000), {"joinable", "full"});
+  EXPECT_GT(scores[1], scores[0]) << "on \"joinable\" the pod's cpu starves team-b's next tickets";
+}
+
+TEST(FragmentationOptions, OpenUnitsAreOneCountPerOfferingNeverNegative) {
+  auto catalog = TestCatalog();
+  FragmentationOptions fo;
+  fo.tasks = {Task(kGpu, 1, 4000)};
+  fo.open_units = {4};
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> p = MakeFragmentationPolicy(catalog, fo);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("open_units: must be empty or one count per catalog offering (2), got 1"));
+  fo.open_units = {4, -1};
+  p = MakeFragmentationPolicy(catalog, fo);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("open_units[1] (nvidia.com/gpu.mps): must be >= 0, got -1"));
+  fo.open_units = {4, 0};  // a pool with no open unit is fine: nothing of it to weigh
+  EXPECT_TRUE(MakeFragmentationPolicy(catalog, fo).ok());
+  fo.open_units = {};
+  EXPECT_TRUE(MakeFragmentationPolicy(catalog, fo).ok());
+}
+
 TEST(FragmentationOptions, TheOtherHostDemandMustBeAFiniteShareInRange) {
   auto catalog = TestCatalog();
   for (const double bad : {-0.5, kMaxOtherHostDemand * 2, std::nan(""), HUGE_VAL}) {
