@@ -30,16 +30,26 @@ using ::testing::HasSubstr;
 
 constexpr char kGpu[] = "nvidia.com/gpu";
 constexpr char kMps[] = "nvidia.com/gpu.mps";
+constexpr char kTs[] = "nvidia.com/gpu.shared";
 
-std::shared_ptr<const Catalog> TestCatalog() {
-  std::vector<Offering> v(2);
-  v[0].resource = kGpu;
-  v[1].resource = kMps;
-  v[1].sharing = Sharing::kMps;
-  v[1].replicas = 4;
-  absl::StatusOr<Catalog> c = Catalog::FromOfferings(std::move(v));
+// An offering of `resource`, shared `replicas` ways unless exclusive.
+Offering OfferingOf(const std::string& resource, Sharing sharing = Sharing::kExclusive, int32_t replicas = 1) {
+  Offering o;
+  o.resource = resource;
+  o.sharing = sharing;
+  o.replicas = replicas;
+  return o;
+}
+
+std::shared_ptr<const Catalog> CatalogOf(std::vector<Offering> offerings) {
+  absl::StatusOr<Catalog> c = Catalog::FromOfferings(std::move(offerings));
   EXPECT_TRUE(c.ok()) << c.status();
   return std::make_shared<const Catalog>(*std::move(c));
+}
+
+// Whole GPUs (kGpu) and their MPS shares, 4 per GPU (kMps).
+std::shared_ptr<const Catalog> TestCatalog() {
+  return CatalogOf({OfferingOf(kGpu), OfferingOf(kMps, Sharing::kMps, 4)});
 }
 
 TaskClass Task(const std::string& resource, int64_t amount, int64_t cpu_milli = 0) {
@@ -173,6 +183,17 @@ void NodesWithBusyCpuOnB(Mirror& mirror, const std::vector<std::string>& nodes) 
 
 PodObject GpuPod(const std::string& name, int64_t cpu_milli) { return TeamAPod(name, "", cpu_milli, true); }
 
+// The service's fgd seeded from the catalog, the seed worth one pod, rebuilt every 16 pods.
+std::unique_ptr<LearnedFgdPolicy> QuickLearner(std::shared_ptr<const Catalog> catalog) {
+  TaskMixOptions o;
+  o.seed_pods = 1;
+  o.republish_every = 16;
+  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> p =
+      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : nullptr;
+}
+
 // Nodes a and b: 2 whole GPUs and 8 cpus each; a CPU-only pod takes 6 of b's cpus. Seeded
 // from the catalog (no cpu), fgd sees the two nodes alike for a 1-GPU pod. Once the pods it
 // was asked about (1 GPU, 4 cpus each) taught it that tasks need 4 cpus, b's two free cpus
@@ -240,23 +261,40 @@ TEST(LearnedFgdPolicy, CountsTheCpuOfPodsWithoutAGpuBesideEachIdleGpu) {
     SCOPED_TRACE(c.name);
     Mirror mirror(catalog, MirrorOptions{});
     NodesWhereAHasHalfTheCpu(mirror, c.cpu_only_pod_on_a);
-    TaskMixOptions o;
-    o.seed_pods = 1;
-    o.republish_every = 16;
-    absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
-        LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
-    ASSERT_TRUE(policy.ok()) << policy.status();
+    const std::unique_ptr<LearnedFgdPolicy> policy = QuickLearner(catalog);
+    ASSERT_NE(policy, nullptr);
     DecisionCore::Options options;
     options.every_pod = c.every_pod;
-    DecisionCore core(&mirror, policy->get(), options);
+    DecisionCore core(&mirror, policy.get(), options);
     const std::vector<absl::string_view> nodes = {"a", "b"};
     for (int i = 0; i < 64; ++i) core.Filter(GpuPod(absl::StrCat("train-", i), 4000), nodes);
     // 1 up to the decay of the GPU pod, listed before the CPU-only one.
-    EXPECT_NEAR((*policy)->OtherHostDemand().first, c.ratio, 0.01);
+    EXPECT_NEAR(policy->OtherHostDemand().first, c.ratio, 0.01);
     if (!c.every_pod) scores[c.cpu_only_pod_on_a] = core.Prioritize(GpuPod("probe", 4000), nodes);
   }
   EXPECT_EQ(scores[false][0], scores[false][1]);
   EXPECT_GT(scores[true][0], scores[true][1]) << "a's second GPU would starve: use it";
+}
+
+// Whole GPUs (kGpu) and time-sliced GPUs of 4 tickets (kTs).
+std::shared_ptr<const Catalog> WholeAndTimeSlicedCatalog() {
+  return CatalogOf({OfferingOf(kGpu), OfferingOf(kTs, Sharing::kTimeSliced, 4)});
+}
+
+// A pending pod of team-a asking for one ticket of kTs and `cpu_milli`.
+PodObject TicketPod(const std::string& name, int64_t cpu_milli) {
+  PodObject p = TeamAPod(name, "", cpu_milli, /*gpu=*/false);
+  p.containers[0].requests_milli[kTs] = 1000;
+  p.containers[0].limits_milli[kTs] = 1000;
+  return p;
+}
+
+// Filter asked about 64 pods: 56 of one whole GPU and 8 cpus, 8 tickets of 2 cpus.
+void AskAboutWholeGpuPodsAndAFewTickets(DecisionCore& core, const std::vector<absl::string_view>& nodes) {
+  for (int i = 0; i < 64; ++i) {
+    core.Filter(i % 8 == 0 ? TicketPod(absl::StrCat("infer-", i), 2000) : GpuPod(absl::StrCat("train-", i), 8000),
+                nodes);
+  }
 }
 
 // A pool the mix asks little of keeps most of its idle capacity idle whatever the node's
@@ -269,15 +307,7 @@ TEST(LearnedFgdPolicy, CountsTheCpuOfPodsWithoutAGpuBesideEachIdleGpu) {
 // alike (each then has more idle capacity than cpu to feed it), and so they do when every
 // pod comes to the extender.
 TEST(LearnedFgdPolicy, IdleCapacityThatTheMixAsksLittleOfNeedsNoCpuBesideIt) {
-  constexpr char kTs[] = "nvidia.com/gpu.shared";
-  std::vector<Offering> offerings(2);
-  offerings[0].resource = kGpu;
-  offerings[1].resource = kTs;
-  offerings[1].sharing = Sharing::kTimeSliced;
-  offerings[1].replicas = 4;
-  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto catalog = std::make_shared<const Catalog>(*std::move(built));
+  auto catalog = WholeAndTimeSlicedCatalog();
   Mirror mirror(catalog, MirrorOptions{});
   mirror.Write([&](ClusterState& s) {
     ObjectBatch b;
@@ -291,31 +321,18 @@ TEST(LearnedFgdPolicy, IdleCapacityThatTheMixAsksLittleOfNeedsNoCpuBesideIt) {
     s.ApplyBatch(b);
     return true;
   });
-  auto ticket_pod = [&](const std::string& name, int64_t cpu_milli) {
-    PodObject p = TeamAPod(name, "", cpu_milli, /*gpu=*/false);
-    p.containers[0].requests_milli[kTs] = 1000;
-    p.containers[0].limits_milli[kTs] = 1000;
-    return p;
-  };
-  TaskMixOptions o;
-  o.seed_pods = 1;
-  o.republish_every = 16;
-  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> policy =
-      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
-  ASSERT_TRUE(policy.ok()) << policy.status();
-  DecisionCore core(&mirror, policy->get());
+  const std::unique_ptr<LearnedFgdPolicy> policy = QuickLearner(catalog);
+  ASSERT_NE(policy, nullptr);
+  DecisionCore core(&mirror, policy.get());
   const std::vector<absl::string_view> nodes = {"slices", "mixed"};
-  for (int i = 0; i < 64; ++i) {
-    core.Filter(i % 8 == 0 ? ticket_pod(absl::StrCat("infer-", i), 2000) : GpuPod(absl::StrCat("train-", i), 8000),
-                nodes);
-  }
-  const PodObject probe = ticket_pod("probe", 8000);
+  AskAboutWholeGpuPodsAndAFewTickets(core, nodes);
+  const PodObject probe = TicketPod("probe", 8000);
   const std::vector<int64_t> weighed = core.Prioritize(probe, nodes);
   EXPECT_GT(weighed[0], weighed[1]) << "the ticket's cpu strands no whole GPU on \"slices\"";
 
   // The same learned mix without the cluster's capacity: every pool's idle capacity in full.
   FragmentationOptions fo;
-  fo.tasks = (*policy)->learner().Current();
+  fo.tasks = policy->learner().Current();
   fo.host_free = MirrorHostFree;
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> unweighed = MakeFragmentationPolicy(catalog, fo);
   ASSERT_TRUE(unweighed.ok()) << unweighed.status();
@@ -325,18 +342,14 @@ TEST(LearnedFgdPolicy, IdleCapacityThatTheMixAsksLittleOfNeedsNoCpuBesideIt) {
 
   // With every pod through the extender, fgd packs the pods without a GPU itself and keeps
   // cpu beside every pool's idle capacity in full.
-  absl::StatusOr<std::unique_ptr<LearnedFgdPolicy>> every =
-      LearnedFgdPolicy::Create(catalog, CatalogTaskMix(*catalog), o, MirrorHostFree);
-  ASSERT_TRUE(every.ok()) << every.status();
+  const std::unique_ptr<LearnedFgdPolicy> every = QuickLearner(catalog);
+  ASSERT_NE(every, nullptr);
   DecisionCore::Options every_pod;
   every_pod.every_pod = true;
-  DecisionCore all(&mirror, every->get(), every_pod);
-  for (int i = 0; i < 64; ++i) {
-    all.Filter(i % 8 == 0 ? ticket_pod(absl::StrCat("infer-", i), 2000) : GpuPod(absl::StrCat("train-", i), 8000),
-               nodes);
-  }
+  DecisionCore all(&mirror, every.get(), every_pod);
+  AskAboutWholeGpuPodsAndAFewTickets(all, nodes);
   // (Its prioritize then names one node outright: the policy it learned scores as above.)
-  const std::shared_ptr<const PlacementPolicy> learned = (*every)->Snapshot();
+  const std::shared_ptr<const PlacementPolicy> learned = every->Snapshot();
   DecisionCore judge(&mirror, learned.get());
   EXPECT_EQ(judge.Prioritize(probe, nodes), full);
 }
@@ -347,15 +360,7 @@ TEST(LearnedFgdPolicy, IdleCapacityThatTheMixAsksLittleOfNeedsNoCpuBesideIt) {
 // slice: 1 ticket taken on "joinable", all 4 on "full". A whole-GPU pod of 8 cpus leaves 4,
 // enough for the other whole GPU but not for the 3 tickets as well: it goes to "full".
 TEST(FgdPolicy, TheFreeTicketsOfAProjectsUnitNeedCpuBesideThem) {
-  constexpr char kTs[] = "nvidia.com/gpu.shared";
-  std::vector<Offering> offerings(2);
-  offerings[0].resource = kGpu;
-  offerings[1].resource = kTs;
-  offerings[1].sharing = Sharing::kTimeSliced;
-  offerings[1].replicas = 4;
-  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto catalog = std::make_shared<const Catalog>(*std::move(built));
+  auto catalog = WholeAndTimeSlicedCatalog();
   Mirror mirror(catalog, MirrorOptions{});
   mirror.Write([&](ClusterState& s) {
     ObjectBatch b;
@@ -671,23 +676,11 @@ TEST(FgdMemo, ScoresAsAFreshPolicyAfterEveryChange) {
 // state prioritizes exactly as one whose policy was built afresh for the state at hand; and
 // each kind of change does move some score, so a stale entry would show.
 TEST(FgdScoreCache, PrioritizesAsAFreshPolicyAfterEveryChange) {
-  constexpr char kTs[] = "nvidia.com/gpu.shared";
-  std::vector<Offering> offerings(4);
-  offerings[0].resource = kGpu;
-  offerings[1].resource = kMps;
-  offerings[1].sharing = Sharing::kMps;
-  offerings[1].replicas = 4;
-  offerings[2].resource = kTs;
-  offerings[2].sharing = Sharing::kTimeSliced;
-  offerings[2].replicas = 4;
-  offerings[3].resource = "nvidia.com/gpu.mps-one";
-  offerings[3].sharing = Sharing::kMps;
-  offerings[3].replicas = 4;
-  offerings[3].mps_single_project = true;
-  absl::StatusOr<Catalog> built = Catalog::FromOfferings(std::move(offerings));
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto catalog = std::make_shared<const Catalog>(*std::move(built));
   constexpr char kMpsOne[] = "nvidia.com/gpu.mps-one";
+  Offering mps_one = OfferingOf(kMpsOne, Sharing::kMps, 4);
+  mps_one.mps_single_project = true;
+  auto catalog = CatalogOf({OfferingOf(kGpu), OfferingOf(kMps, Sharing::kMps, 4),
+                            OfferingOf(kTs, Sharing::kTimeSliced, 4), mps_one});
 
   Mirror mirror(catalog, MirrorOptions{});
   auto node_object = [&](int i, int64_t cpu_milli, int64_t gpus) {
