@@ -1267,20 +1267,17 @@ void WriteProjectsDebug(JsonWriter& w, const ClusterState& state) {
     w.StartObject();
     w.Key("name");
     String(w, p.name);
-    w.Key("units");
-    w.StartObject();
-    for (const auto& [resource, off] : offerings) {
-      String(w, resource);
-      w.Int64(state.Usage(id, off));
-    }
-    w.EndObject();
-    w.Key("quota");
-    w.StartObject();
-    for (const auto& [resource, off] : offerings) {
-      String(w, resource);
-      w.Int64(state.Quota(id, off));
-    }
-    w.EndObject();
+    auto by_resource = [&](const char* key, auto value_of) {
+      w.Key(key);
+      w.StartObject();
+      for (const auto& [resource, off] : offerings) {
+        String(w, resource);
+        w.Int64(value_of(off));
+      }
+      w.EndObject();
+    };
+    by_resource("units", [&](OfferingId off) { return state.Usage(id, off); });
+    by_resource("quota", [&](OfferingId off) { return state.Quota(id, off); });
     w.EndObject();
   }
   w.EndArray();
