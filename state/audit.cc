@@ -134,7 +134,8 @@ class Auditor {
   }
 
   // The derived counters (summaries, held units, room rows and their slots, the per-project
-  // index, the open units per offering), recomputed from the units: Reindex must have kept them current.
+  // index, the open units per offering), recomputed from the units: Reindex must have kept
+  // them current.
   void CheckDerivedIndexes() {
     absl::flat_hash_map<std::pair<ProjectId, OfferingId>, int32_t> with_room;
     std::vector<int64_t> open_units(s_.catalog_->size(), 0);
