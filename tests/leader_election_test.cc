@@ -149,11 +149,11 @@ TEST_F(LeaderElectionTest, CrashedLeaderIsReplacedAfterTheLeaseExpires) {
   absl::SleepFor(absl::Milliseconds(300));
   a->Stop();
   const absl::Time last_renewal = LeaseTime("renewTime");  // a's, left as it crashed
-  absl::SleepFor(absl::Milliseconds(500));
-  EXPECT_FALSE(b->IsLeader());
   ASSERT_TRUE(Eventually([&] { return b->IsLeader(); }, absl::Seconds(5)));
   // Not before the lease expired: b took it a lease duration (1 s) or more after a's last
-  // renewal, by the times the Lease itself records (no wall-clock bound of the test's own).
+  // renewal, by the times the Lease itself records. (No wall-clock bound of the test's own:
+  // "b does not lead 500 ms after the crash" failed on a loaded CI machine whose sleep ran
+  // past the lease's expiry, with b's takeover as correct as ever.)
   EXPECT_GE(LeaseTime("acquireTime") - last_renewal, absl::Seconds(1));
   EXPECT_EQ(Lease()["spec"]["holderIdentity"].GetString(), std::string("extender-b"));
   b->Stop();
