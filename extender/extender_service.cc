@@ -1192,6 +1192,14 @@ void WriteHostsDebug(JsonWriter& w, const ClusterState& state,
       w.Int64(v);
     }
   };
+  auto resources = [&](const char* key, const HostResources& r) {
+    w.Key(key);
+    w.StartObject();
+    quantity("cpu_milli", r.cpu_milli);
+    quantity("memory_bytes", r.memory_bytes);
+    quantity("pods", r.pods);
+    w.EndObject();
+  };
   w.Key("hosts");
   w.StartArray();
   for (const auto& [name, node] : hosts) {
@@ -1199,20 +1207,8 @@ void WriteHostsDebug(JsonWriter& w, const ClusterState& state,
     w.Key("node");
     String(w, name);
     const HostResources unknown{kHostUnknown, kHostUnknown, kHostUnknown};
-    const HostResources& a = node != nullptr ? node->allocatable : unknown;
-    w.Key("allocatable");
-    w.StartObject();
-    quantity("cpu_milli", a.cpu_milli);
-    quantity("memory_bytes", a.memory_bytes);
-    quantity("pods", a.pods);
-    w.EndObject();
-    const HostResources r = state.HostRequested(name);
-    w.Key("requested");
-    w.StartObject();
-    quantity("cpu_milli", r.cpu_milli);
-    quantity("memory_bytes", r.memory_bytes);
-    quantity("pods", r.pods);
-    w.EndObject();
+    resources("allocatable", node != nullptr ? node->allocatable : unknown);
+    resources("requested", state.HostRequested(name));
     w.EndObject();
   }
   w.EndArray();

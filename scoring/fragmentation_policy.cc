@@ -949,9 +949,10 @@ class FgdPolicy final : public FragPolicyBase {
     const double idle = view.Idle(view.devices());
     Choice c;
     if (idle > 0) {
+      const double starved_idle = view.StarvedIdle(view.devices());  // its GPUs do not change
       c.delta = impl().F(node.gpu_product, view.devices(), view.MaskAfter()) -
                 impl().F(node.gpu_product, view.devices(), view.MaskBefore()) +
-                view.StarvedDelta(view.StarvedIdle(view.devices()), view.StarvedIdle(view.devices()));
+                view.StarvedDelta(starved_idle, starved_idle);
     }
     return Grade(Sharing::kExclusive, c);
   }

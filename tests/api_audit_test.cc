@@ -250,8 +250,8 @@ TEST_F(ApiAuditTest, QuotaExcessCountsOnlyWhatABindAdded) {
       << "a quota raised during the phase may have allowed the third";
 }
 
-// A time-sliced slice is charged whole. beta (its namespace alone) holds two slices under a quota of one slice's
-// tickets (lowered under them). The phase starts by deleting the pods of one slice, which a
+// A time-sliced slice is charged whole. beta (its namespace alone) holds two slices under a
+// quota of one slice's tickets (lowered under them). The phase starts by deleting the pods of one slice, which a
 // lagging watch hides from the extender: it still sees the slice held by beta and joins it,
 // which re-opens it. Not the extender's fault; opening a slice it sees free would be.
 TEST_F(ApiAuditTest, AJoinOfASliceWhosePodsTheExtenderCannotSeeDeletedIsNoQuotaExcess) {
