@@ -41,6 +41,9 @@ TEST(ElasticThreadPoolTest, BlockedTasksDoNotHoldBackANewOneWhileThreadsMayBeSta
   std::atomic<bool> ran{false};
   pool.Enqueue([&] { ran.store(true); });
   EXPECT_TRUE(Eventually([&] { return ran.load(); }));
+  // The launcher counts a start once the thread exists, which may be after the new worker
+  // ran the task (seen under TSan): wait for the count, not for a moment.
+  EXPECT_TRUE(Eventually([&] { return pool.stats().started == 5; })) << pool.stats().started;
   ElasticThreadPool::Stats s = pool.stats();
   EXPECT_EQ(s.threads, 5u);
   EXPECT_EQ(s.started, 5);
